@@ -1,0 +1,1 @@
+console.log("geoquota: CLI not built yet");
