@@ -1,1 +1,6 @@
-export {};
+export { findBinary, repoRoot } from "./binaries.js";
+export { freePort, isLoopback } from "./ports.js";
+export { livePids, type ManagedProcess, spawnManaged, stopAll } from "./processes.js";
+export { type RedisServer, type StartRedisOptions, startRedis, startRedisServers } from "./redis.js";
+export { startToxiproxy, type ToxiproxyServer } from "./toxiproxy.js";
+export { waitFor } from "./wait.js";

@@ -1,0 +1,38 @@
+import { accessSync, constants } from "node:fs";
+import { delimiter, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** Repo root, found from this file's location (packages/testkit/src). */
+export const repoRoot = resolve(fileURLToPath(new URL(".", import.meta.url)), "../../..");
+
+function executable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function onPath(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (dir && executable(join(dir, name))) return join(dir, name);
+  }
+  return undefined;
+}
+
+/**
+ * Locates a server binary: an explicit environment variable, the project's
+ * git-ignored `.bin/` (where scripts/bootstrap.sh builds Toxiproxy), then PATH.
+ * A missing binary is an error that names the fix, never a skipped test.
+ */
+export function findBinary(name: "redis-server" | "toxiproxy-server"): string {
+  const envName = name === "redis-server" ? "GQ_REDIS_SERVER" : "GQ_TOXIPROXY_SERVER";
+  const candidates = [process.env[envName], join(repoRoot, ".bin", name), onPath(name)];
+  for (const c of candidates) if (c && executable(c)) return c;
+  const fix =
+    name === "redis-server"
+      ? "install Debian's redis-server (apt-get install -y redis-server) or run `bash scripts/bootstrap.sh`"
+      : "run `bash scripts/bootstrap.sh` (builds it with `go install github.com/Shopify/toxiproxy/v2/cmd/server`)";
+  throw new Error(`${name} not found (looked at $${envName}, ${join(repoRoot, ".bin")}, PATH): ${fix}`);
+}
