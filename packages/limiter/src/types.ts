@@ -1,0 +1,112 @@
+// The limiter's core types: what a decision needs (a key's policy and this
+// region's place in it) and what comes back. The Redis-backed store
+// (src/redis/) implements `RegionStore`; the HTTP service, the Fastify plugin,
+// the leased in-process client and the gossip daemon use only these types.
+
+export const SHARE_UNITS = 1_000_000;
+
+export type Algorithm = "token_bucket" | "gcra" | "sliding_window" | "fixed_window" | "sliding_log";
+
+/** A global limit: burst capacity C and refill r per second (windows: C per windowMs). */
+export interface LimitSpec {
+  readonly algorithm: Algorithm;
+  /** Burst capacity C of the global limit (window algorithms: requests per window). */
+  readonly capacity: number;
+  /** Global refill rate r, cost units per second (window algorithms: capacity / window). */
+  readonly refillPerSecond: number;
+  /** Window length for the window algorithms. */
+  readonly windowMs?: number;
+}
+
+/** Lease timing shared by every region (DESIGN §3). */
+export interface LeaseTiming {
+  /** ε: clock margin on each side, µs (default 250 ms). */
+  readonly epsilonUs: number;
+  /** D: loan duration, µs (default 3 s). */
+  readonly loanDurationUs: number;
+}
+
+/** Everything a script needs to decide for one (tenant, resource) in this region. */
+export interface KeyPolicy {
+  readonly tenant: string;
+  readonly resource: string;
+  readonly limit: LimitSpec;
+  /** This region's static base share b_i, ppm of SHARE_UNITS. */
+  readonly baseShare: number;
+  /** This region's floor, ppm; it never lends below it. */
+  readonly floorShare: number;
+}
+
+export interface Decision {
+  readonly allowed: boolean;
+  /** The global capacity C the tenant is entitled to. */
+  readonly limit: number;
+  /** Cost this region could still admit right now (≥ 0). */
+  readonly remaining: number;
+  /** Seconds until this region's slice is full again. */
+  readonly resetSeconds: number;
+  /** Seconds until `cost` could be admitted (0 when allowed). */
+  readonly retryAfterSeconds: number;
+  /** The share this region used for the decision, ppm. */
+  readonly share: number;
+  /** Redis TIME the script used, µs (lets tests replay decisions through the model). */
+  readonly nowUs: number;
+  /** True while the region is in recovery after state loss (DESIGN §4). */
+  readonly recovering: boolean;
+}
+
+export interface CompoundDecision {
+  readonly allowed: boolean;
+  /** One decision per limit, in request order; on denial, the first failing index. */
+  readonly parts: readonly Decision[];
+  readonly failedIndex: number;
+}
+
+export interface Lease {
+  readonly leaseId: string;
+  readonly granted: number;
+  /** Redis TIME at which the bucket stops reserving the lease, µs. */
+  readonly expiryUs: number;
+  readonly nowUs: number;
+}
+
+export interface LoanRecord {
+  readonly lender: string;
+  readonly borrower: string;
+  readonly units: number;
+  readonly deadlineUs: number;
+  readonly seq: number;
+}
+
+/** A region's view of one key (GET /v1/quotas/:tenant/:resource). */
+export interface QuotaView {
+  readonly tenant: string;
+  readonly resource: string;
+  readonly nowUs: number;
+  readonly share: number;
+  readonly recovering: boolean;
+  readonly tokens: number;
+  /** CRDT counters by replica id (`<region>.<incarnation>`). */
+  readonly counters: {
+    readonly admitted: Readonly<Record<string, number>>;
+    readonly refunded: Readonly<Record<string, number>>;
+    readonly denied: Readonly<Record<string, number>>;
+  };
+  /** Loans this region granted (still reserved) and received (in use or not). */
+  readonly loansOut: readonly LoanRecord[];
+  readonly loansIn: readonly LoanRecord[];
+}
+
+/** The region's decision engine. One round-trip to the region's Redis per call. */
+export interface RegionStore {
+  readonly region: string;
+  check(policy: KeyPolicy, cost: number): Promise<Decision>;
+  /** Several limits admitted all-or-nothing, atomically. */
+  checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<CompoundDecision>;
+  refund(policy: KeyPolicy, cost: number): Promise<Decision>;
+  acquireLease(policy: KeyPolicy, tokens: number, durationMs: number): Promise<Lease>;
+  /** Reports `used` of the lease's tokens as consumed and returns the rest. */
+  releaseLease(policy: KeyPolicy, leaseId: string, used: number): Promise<void>;
+  inspect(policy: KeyPolicy): Promise<QuotaView>;
+  close(): Promise<void>;
+}
