@@ -1,1 +1,29 @@
-export {};
+export {
+  assertCheck,
+  CheckFailure,
+  type CheckResult,
+  checkAgainstOracle,
+  checkAll,
+  checkConvergence,
+  type StateCompare,
+} from "./checkers.js";
+export { type Clock, type EventId, SimClock } from "./clock.js";
+export { type LatencyUs, latency } from "./latency.js";
+export {
+  type Handler,
+  type LinkConfig,
+  type NetworkStats,
+  SimNetwork,
+  type SimNetworkOptions,
+} from "./network.js";
+export { Rng } from "./prng.js";
+export {
+  type Env,
+  isLongMode,
+  LONG_ENV,
+  runSeeds,
+  SEED_ENV,
+  SeedFailure,
+  type SeedPlan,
+  seedsToRun,
+} from "./seeds.js";

@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { Rng } from "../src/index.js";
+
+describe("Rng", () => {
+  it("replays the same stream for the same seed and differs across seeds", () => {
+    const a = new Rng(42);
+    const b = new Rng(42);
+    const c = new Rng(43);
+    const sa = Array.from({ length: 50 }, () => a.nextUint32());
+    const sb = Array.from({ length: 50 }, () => b.nextUint32());
+    const sc = Array.from({ length: 50 }, () => c.nextUint32());
+    expect(sa).toEqual(sb);
+    expect(sa).not.toEqual(sc);
+  });
+
+  it("keeps int within inclusive bounds and hits both ends", () => {
+    const r = new Rng(7);
+    const seen = new Set<number>();
+    for (let i = 0; i < 2000; i++) {
+      const v = r.int(-2, 3);
+      expect(v).toBeGreaterThanOrEqual(-2);
+      expect(v).toBeLessThanOrEqual(3);
+      seen.add(v);
+    }
+    expect([...seen].sort((x, y) => x - y)).toEqual([-2, -1, 0, 1, 2, 3]);
+  });
+
+  it("float is in [0,1) and roughly uniform", () => {
+    const r = new Rng(1);
+    let sum = 0;
+    for (let i = 0; i < 10_000; i++) {
+      const f = r.float();
+      expect(f >= 0 && f < 1).toBe(true);
+      sum += f;
+    }
+    expect(Math.abs(sum / 10_000 - 0.5)).toBeLessThan(0.02);
+  });
+
+  it("shuffle is a permutation; pick returns members; chance honours 0 and 1", () => {
+    const r = new Rng(9);
+    const xs = Array.from({ length: 20 }, (_, i) => i);
+    const shuffled = r.shuffle([...xs]);
+    expect([...shuffled].sort((x, y) => x - y)).toEqual(xs);
+    expect(shuffled).not.toEqual(xs);
+    for (let i = 0; i < 100; i++) expect(xs).toContain(r.pick(xs));
+    expect(r.chance(0)).toBe(false);
+    expect(r.chance(1)).toBe(true);
+    expect(() => r.pick([])).toThrow(RangeError);
+  });
+
+  it("fork gives an independent but reproducible stream", () => {
+    const f1 = new Rng(5).fork();
+    const f2 = new Rng(5).fork();
+    expect(f1.nextUint32()).toBe(f2.nextUint32());
+    expect(f1.seed).not.toBe(5);
+  });
+});
