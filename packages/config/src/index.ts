@@ -1,1 +1,31 @@
-export {};
+export { endpointSchema, ID_PATTERN, idSchema, SHARE_UNITS } from "./common.js";
+export { CONFIG_ERROR_CODE, ConfigError, formatPath } from "./errors.js";
+export {
+  ALGORITHMS,
+  type Algorithm,
+  baseShares,
+  DEFAULT_FLOOR_PPM,
+  loadPolicies,
+  lookupPolicy,
+  PoliciesFileSchema,
+  type PolicySet,
+  type PolicySpec,
+  type PolicySpecInput,
+  PolicySpecSchema,
+  parsePolicies,
+  parsePolicySpec,
+  policyKey,
+  type ResolvedPolicy,
+  resolvePolicy,
+  withPolicy,
+} from "./policies.js";
+export {
+  loadRegionConfig,
+  type ParseOptions,
+  parseRegionConfig,
+  type RegionConfig,
+  type RegionConfigInput,
+  RegionConfigSchema,
+  readJsonFile,
+} from "./region.js";
+export { resolveSecret, type SecretRef, SecretRefSchema } from "./secrets.js";

@@ -1,0 +1,212 @@
+// Region config file `regions/<id>.json`: everything one region's limiter and
+// gossip daemon need. Defaults follow DESIGN §3/§6/§7.
+import { readFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { z } from "zod";
+import { endpointSchema, ID_MESSAGE, idSchema, intIn, listenSchema, SHARE_UNITS } from "./common.js";
+import { ConfigError, issuesOf } from "./errors.js";
+import { resolveSecret, SecretRefSchema } from "./secrets.js";
+
+const breakerSchema = z
+  .strictObject({
+    /** Consecutive failures (errors or timeouts) that open the breaker. */
+    failureThreshold: intIn(1, 1000).default(5),
+    /** How long the breaker stays open before it lets probes through. */
+    openMs: intIn(10, 600_000).default(1000),
+    /** Probes allowed in flight while half-open. */
+    halfOpenProbes: intIn(1, 100).default(1),
+    /** Successful probes that close it again. */
+    closeAfterSuccesses: intIn(1, 100).default(2),
+  })
+  .default({ failureThreshold: 5, openMs: 1000, halfOpenProbes: 1, closeAfterSuccesses: 2 });
+
+const leasedSchema = z
+  .strictObject({
+    /** Serve /v1/check from in-process leases (seed §5.2) instead of one Redis call per check. */
+    enabled: z.boolean().default(false),
+    batch: intIn(1, 1_000_000).default(50),
+    lowWater: intIn(0, 1_000_000).default(10),
+    /** In-process lease duration (the bucket reserves it this long, from Redis TIME). */
+    durationMs: intIn(100, 600_000).default(2000),
+    /** Safety margin: the client stops using a lease at send time + duration − margin. */
+    marginMs: intIn(0, 60_000).default(100),
+    /** At most this many keys hold leases in one process (LRU beyond). */
+    maxKeys: intIn(1, 1_000_000).default(10_000),
+  })
+  .default({ enabled: false, batch: 50, lowWater: 10, durationMs: 2000, marginMs: 100, maxKeys: 10_000 })
+  .refine((l) => l.lowWater < l.batch, { message: "expected lowWater < batch", path: ["lowWater"] })
+  .refine((l) => l.marginMs < l.durationMs, {
+    message: "expected marginMs < durationMs",
+    path: ["marginMs"],
+  });
+
+export const RegionConfigSchema = z
+  .strictObject({
+    region: idSchema,
+    listen: listenSchema,
+    redis: z
+      .strictObject({
+        url: z.string().regex(/^rediss?:\/\/.+/, "expected redis:// or rediss:// URL"),
+        /** Per-call timeout: a slower answer counts as a failure for the breaker. */
+        timeoutMs: intIn(1, 10_000).default(50),
+      })
+      .strict(),
+    regions: z
+      .array(z.strictObject({ id: idSchema, gossip: endpointSchema }))
+      .min(1, "expected at least one region")
+      .max(64, "expected at most 64 regions"),
+    gossip: z.strictObject({
+      listen: listenSchema,
+      round: z
+        .strictObject({
+          minMs: intIn(50, 60_000).default(200),
+          maxMs: intIn(50, 60_000).default(500),
+        })
+        .default({ minMs: 200, maxMs: 500 })
+        .refine((r) => r.maxMs >= r.minMs, { message: "expected maxMs ≥ minMs", path: ["maxMs"] }),
+      /** Upper bound on one frame, bytes. */
+      frameBytesMax: intIn(1024, 64 * 1024 * 1024).default(1024 * 1024),
+    }),
+    lease: z
+      .strictObject({
+        epsilonMs: intIn(0, 60_000).default(250),
+        loanDurationMs: intIn(100, 3_600_000).default(3000),
+      })
+      .default({ epsilonMs: 250, loanDurationMs: 3000 }),
+    /** Per-region floor, ppm of 1_000_000 (default 2%). */
+    floorPpm: intIn(0, SHARE_UNITS).default(20_000),
+    sharedSecret: SecretRefSchema,
+    /** Relative paths resolve against the config file's directory. */
+    policiesFile: z.string().min(1).default("policies.json"),
+    adminToken: SecretRefSchema,
+    breaker: breakerSchema,
+    failMode: z.enum(["closed", "open"]).default("closed"),
+    keyHashSecret: SecretRefSchema.optional(),
+    leased: leasedSchema,
+    /** Longest accepted tenant/resource before hashing (bytes). */
+    keyMaxLength: intIn(1, 128).default(128),
+  })
+  .superRefine((c, ctx) => {
+    const ids = c.regions.map((r) => r.id);
+    ids.forEach((id, i) => {
+      if (ids.indexOf(id) !== i)
+        ctx.addIssue({ code: "custom", message: `duplicate region id ${id}`, path: ["regions", i, "id"] });
+    });
+    const eps = c.regions.map((r) => r.gossip);
+    eps.forEach((e, i) => {
+      if (eps.indexOf(e) !== i)
+        ctx.addIssue({
+          code: "custom",
+          message: `duplicate gossip endpoint ${e}`,
+          path: ["regions", i, "gossip"],
+        });
+    });
+    if (!ids.includes(c.region)) {
+      ctx.addIssue({ code: "custom", message: `region ${c.region} is not in regions[]`, path: ["region"] });
+    }
+    if (c.floorPpm * c.regions.length > SHARE_UNITS) {
+      ctx.addIssue({
+        code: "custom",
+        message: `floor × ${c.regions.length} regions exceeds 1000000`,
+        path: ["floorPpm"],
+      });
+    }
+    // DESIGN §3: D must cover several rounds plus 2ε or loans lapse between renewals.
+    const needed = 2 * c.gossip.round.maxMs + 2 * c.lease.epsilonMs;
+    if (c.lease.loanDurationMs < needed) {
+      ctx.addIssue({
+        code: "custom",
+        message: `expected ≥ 2·gossip.round.maxMs + 2·epsilonMs = ${needed}`,
+        path: ["lease", "loanDurationMs"],
+      });
+    }
+    if (
+      c.listen.port !== 0 &&
+      c.listen.host === c.gossip.listen.host &&
+      c.listen.port === c.gossip.listen.port
+    ) {
+      ctx.addIssue({
+        code: "custom",
+        message: "gossip listens on the limiter's port",
+        path: ["gossip", "listen", "port"],
+      });
+    }
+  });
+
+export type RegionConfigInput = z.input<typeof RegionConfigSchema>;
+type Parsed = z.output<typeof RegionConfigSchema>;
+
+/** A validated region config with secrets resolved and paths absolute. */
+export interface RegionConfig extends Omit<Parsed, "sharedSecret" | "adminToken" | "keyHashSecret"> {
+  readonly sharedSecret: string;
+  readonly adminToken: string;
+  readonly keyHashSecret?: string;
+  /** `policiesFile` resolved against the config file's directory. */
+  readonly policiesPath: string;
+  /** The file this came from (for error messages). */
+  readonly file: string;
+}
+
+export interface ParseOptions {
+  /** Label used in errors, usually the path as given. */
+  file: string;
+  /** Directory relative paths resolve against. */
+  baseDir?: string;
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+export function parseRegionConfig(raw: unknown, options: ParseOptions): RegionConfig {
+  const parsed = RegionConfigSchema.safeParse(raw);
+  if (!parsed.success) throw new ConfigError(options.file, issuesOf(parsed.error));
+  const c = parsed.data;
+  const env = options.env ?? process.env;
+  const problems: string[] = [];
+  const secret = (field: string, ref: Parsed["sharedSecret"] | undefined): string | undefined => {
+    if (ref === undefined) return undefined;
+    const r = resolveSecret(ref, env);
+    if (!r.ok) {
+      problems.push(`${field}: ${r.message}`);
+      return undefined;
+    }
+    return r.value;
+  };
+  const sharedSecret = secret("sharedSecret", c.sharedSecret);
+  const adminToken = secret("adminToken", c.adminToken);
+  const keyHashSecret = secret("keyHashSecret", c.keyHashSecret);
+  if (problems.length > 0 || sharedSecret === undefined || adminToken === undefined) {
+    throw new ConfigError(options.file, problems);
+  }
+  const { keyHashSecret: _k, ...rest } = c;
+  return {
+    ...rest,
+    sharedSecret,
+    adminToken,
+    ...(keyHashSecret !== undefined ? { keyHashSecret } : {}),
+    policiesPath: resolve(options.baseDir ?? process.cwd(), c.policiesFile),
+    file: options.file,
+  };
+}
+
+/** Reads JSON, naming the file on a syntax error. */
+export function readJsonFile(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new ConfigError(path, [`(file): cannot read: ${(err as Error).message}`]);
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new ConfigError(path, [`(file): invalid JSON: ${(err as Error).message}`]);
+  }
+}
+
+export function loadRegionConfig(
+  path: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): RegionConfig {
+  return parseRegionConfig(readJsonFile(path), { file: path, baseDir: dirname(resolve(path)), env });
+}
+
+export { ID_MESSAGE };
