@@ -45,9 +45,16 @@ export interface ManagedProcess {
 const outputBytesMax = 64 * 1024;
 
 /** Spawns a long-running server process and tracks it for cleanup. */
-export function spawnManaged(command: string, args: readonly string[]): ManagedProcess {
+export function spawnManaged(
+  command: string,
+  args: readonly string[],
+  env: Readonly<Record<string, string>> = {},
+): ManagedProcess {
   installHooks();
-  const child = spawn(command, [...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(command, [...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  });
   let out = "";
   const collect = (chunk: Buffer) => {
     out += chunk.toString("utf8");
@@ -74,9 +81,6 @@ export function spawnManaged(command: string, args: readonly string[]): ManagedP
     await exited;
     clearTimeout(timer);
   };
-  if (child.pid === undefined) {
-    // spawn failed synchronously (ENOENT is reported through 'error')
-  }
   return { child, pid: child.pid ?? -1, output: () => out, stop, exited };
 }
 
