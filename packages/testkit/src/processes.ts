@@ -24,10 +24,15 @@ function installHooks(): void {
   hooksInstalled = true;
   process.once("exit", killAllSync);
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-    process.once(signal, () => {
+    const onSignal = () => {
+      // A program with its own handler (e.g. `geoquota cluster`) owns the
+      // graceful shutdown; the exit hook still kills whatever it leaves.
+      if (process.listenerCount(signal) > 1) return;
+      process.removeListener(signal, onSignal);
       killAllSync();
       process.kill(process.pid, signal);
-    });
+    };
+    process.on(signal, onSignal);
   }
 }
 
