@@ -1,0 +1,76 @@
+// Options of the whole-protocol model and the planted bugs it can switch on.
+
+/** Deliberately unsafe variants: each must make a checker fail (the oracle is not vacuous). */
+export interface PlantedBugs {
+  /** (a) trap 2: the borrower uses a loan until deadline + ε instead of deadline − ε. */
+  readonly borrowerLate?: boolean;
+  /** (b) trap 3: a lender lends from its current share (borrowed units too) and below its floor. */
+  readonly relendBorrowed?: boolean;
+  /** (c) trap 4: after state loss the region comes back with no recovery and full buckets. */
+  readonly skipRecovery?: boolean;
+  /** (d) trap 1: lazy refill credits the share in force at `now` over the whole interval. */
+  readonly coarseRefill?: boolean;
+}
+
+export interface FaultOptions {
+  readonly dropRate: number;
+  readonly duplicateRate: number;
+  /** One-way latency, uniform in [min, max] µs (random latency also reorders). */
+  readonly latencyMinUs: number;
+  readonly latencyMaxUs: number;
+  /** Mean time between partition events (0: none); each lasts uniform [0.5, 5] s. */
+  readonly partitionEveryUs: number;
+  /** Region state losses (Redis wiped) during the run. */
+  readonly stateLosses: number;
+  /** Daemon restarts (memory lost, Redis kept) during the run. */
+  readonly daemonRestarts: number;
+}
+
+export type DemandMode =
+  /** Random rates per region, re-drawn every 1–4 s, often with one hot region. */
+  | { readonly kind: "random" }
+  /** One region demands `ratio` × r, the others nothing; `shiftAtUs` moves it to the next region. */
+  | { readonly kind: "hot"; readonly ratio: number; readonly shiftAtUs?: number };
+
+export interface ModelOptions {
+  readonly seed: number;
+  readonly regions: number;
+  readonly capacity: number;
+  readonly refillPerSecond: number;
+  readonly floorPpm: number;
+  readonly epsilonUs: number;
+  readonly loanDurationUs: number;
+  /** Each region's Redis clock offset, uniform in [−spread/2, +spread/2] (any two differ ≤ spread). */
+  readonly clockSpreadUs: number;
+  readonly roundMinUs: number;
+  readonly roundMaxUs: number;
+  /** Run length with demand and faults, then a quiet phase (healed, no demand) for convergence. */
+  readonly durationUs: number;
+  readonly quiesceUs: number;
+  /** Every this many rounds a daemon sends its whole record (anti-entropy). */
+  readonly fullSyncEveryRounds: number;
+  readonly maxCost: number;
+  readonly demand: DemandMode;
+  readonly faults: FaultOptions;
+  readonly bugs: PlantedBugs;
+}
+
+export interface ModelResult {
+  readonly seed: number;
+  readonly ok: boolean;
+  /** First checker failure, with the seed and the instant. */
+  readonly failure: string | undefined;
+  readonly admitted: number;
+  readonly denied: number;
+  /** Max over the run of Σ s_i(t) − U (≤ 0 when safe). */
+  readonly worstShareExcess: number;
+  /** Worst G1 excess seen, cost units (≤ 0 when safe). */
+  readonly worstWindowExcess: number;
+  /** Admitted / (r·T) over [measureFromUs, end of demand] (hot-region runs). */
+  readonly utilization: number;
+  /** Hot mode with a shift: µs from the shift until the new hot region holds ≥ 95% of its target share. */
+  readonly reweightUs: number | undefined;
+  readonly loansGranted: number;
+  readonly returns: number;
+  readonly events: number;
+}
