@@ -1,1 +1,50 @@
-export {};
+// Public API of @geoquota/limiter, by name.
+export { type AppConfig, type AppDeps, BODY_BYTES_MAX, buildApp } from "./app.js";
+export {
+  type BreakerOptions,
+  type BreakerState,
+  CircuitBreaker,
+  PERMIT_DENIED,
+  PERMIT_NORMAL,
+  PERMIT_PROBE,
+  type Permit,
+} from "./breaker.js";
+export { type MonotonicClock, monotonicNow } from "./clock.js";
+export { type ErrorCode, ERRORS, errorBody, isStoreUnavailable, LimiterError } from "./errors.js";
+export { type FailOpenBound, FailOpenBuckets } from "./fail-open.js";
+export { GuardedStore, type GuardedStoreOptions, type StoreErrorKind } from "./guarded-store.js";
+export { decisionBody, type HeaderFields, rateLimitHeaders } from "./headers.js";
+export { hashKey, ipKey, KEY_MAX_LENGTH, KEY_PATTERN, validateKeyPart } from "./key-hygiene.js";
+export { LeasePool, type LeasePoolOptions } from "./lease-pool.js";
+export { LeasedClient, type LeasedClientOptions } from "./leased-client.js";
+export {
+  type CheckResult,
+  type CompoundItem,
+  type CompoundResult,
+  type DecisionSource,
+  Limiter,
+  type LimiterConfig,
+  type LimiterDeps,
+} from "./limiter.js";
+export { createMetrics, type LimiterMetrics } from "./metrics.js";
+export {
+  geoquotaRateLimit,
+  type KeySource,
+  type RateLimitPluginOptions,
+  type RouteRateLimit,
+  rateLimitHook,
+} from "./plugin.js";
+export {
+  type Algorithm,
+  type CompoundDecision,
+  type Decision,
+  type KeyPolicy,
+  type Lease,
+  type LeaseTiming,
+  type LimitSpec,
+  type LoanRecord,
+  type QuotaView,
+  type RegionStore,
+  SHARE_UNITS,
+} from "./types.js";
+export { COMPOUND_LIMITS_MAX, COST_MAX } from "./validation.js";

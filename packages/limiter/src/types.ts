@@ -108,5 +108,7 @@ export interface RegionStore {
   /** Reports `used` of the lease's tokens as consumed and returns the rest. */
   releaseLease(policy: KeyPolicy, leaseId: string, used: number): Promise<void>;
   inspect(policy: KeyPolicy): Promise<QuotaView>;
+  /** Optional liveness probe (one cheap round-trip); readiness falls back to `inspect`. */
+  ping?(): Promise<void>;
   close(): Promise<void>;
 }

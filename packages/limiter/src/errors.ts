@@ -1,0 +1,74 @@
+// The limiter's error catalog: stable codes (documented in README.md, checked
+// by test/errors.test.ts). Expected outcomes (allowed/denied) are values, not
+// errors; these are for bad input, auth, and an unavailable store.
+
+export const ERRORS = {
+  GQ_ERR_INVALID_BODY: { statusCode: 400, message: "request body is invalid" },
+  GQ_ERR_INVALID_KEY: {
+    statusCode: 400,
+    message: "tenant or resource has characters outside [A-Za-z0-9_.-]",
+  },
+  GQ_ERR_KEY_TOO_LONG: {
+    statusCode: 400,
+    message: "tenant or resource is longer than the configured maximum",
+  },
+  GQ_ERR_INVALID_POLICY: { statusCode: 400, message: "policy is invalid" },
+  GQ_ERR_UNAUTHORIZED: { statusCode: 401, message: "missing or wrong bearer token" },
+  GQ_ERR_NOT_FOUND: { statusCode: 404, message: "no such route" },
+  GQ_ERR_PAYLOAD_TOO_LARGE: { statusCode: 413, message: "request body too large" },
+  GQ_ERR_RATE_LIMITED: { statusCode: 429, message: "rate limit exceeded" },
+  GQ_ERR_INTERNAL: { statusCode: 500, message: "internal error" },
+  GQ_ERR_STORE_UNAVAILABLE: { statusCode: 503, message: "the region's store did not answer" },
+  GQ_ERR_STORE_TIMEOUT: { statusCode: 503, message: "the region's store did not answer within the timeout" },
+  GQ_ERR_BREAKER_OPEN: { statusCode: 503, message: "the circuit breaker around the store is open" },
+} as const;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class LimiterError extends Error {
+  readonly code: ErrorCode;
+  readonly statusCode: number;
+  /** The offending field of the request (`cost`, `limits[1].tenant`), if any. */
+  readonly field?: string;
+  constructor(code: ErrorCode, message?: string, options: { field?: string; cause?: unknown } = {}) {
+    super(
+      message ?? ERRORS[code].message,
+      options.cause !== undefined ? { cause: options.cause } : undefined,
+    );
+    this.name = "LimiterError";
+    this.code = code;
+    this.statusCode = ERRORS[code].statusCode;
+    if (options.field !== undefined) this.field = options.field;
+  }
+}
+
+/** Store failures the breaker counts and the degraded path handles. */
+export function isStoreUnavailable(err: unknown): err is LimiterError {
+  return (
+    err instanceof LimiterError &&
+    (err.code === "GQ_ERR_STORE_UNAVAILABLE" ||
+      err.code === "GQ_ERR_STORE_TIMEOUT" ||
+      err.code === "GQ_ERR_BREAKER_OPEN")
+  );
+}
+
+const REASONS: Readonly<Record<number, string>> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  404: "Not Found",
+  413: "Payload Too Large",
+  429: "Too Many Requests",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
+};
+
+/** The JSON error body (Fastify's shape plus `field`). */
+export function errorBody(err: LimiterError): Record<string, unknown> {
+  return {
+    statusCode: err.statusCode,
+    code: err.code,
+    error: REASONS[err.statusCode] ?? "Error",
+    message: err.message,
+    ...(err.field !== undefined ? { field: err.field } : {}),
+  };
+}

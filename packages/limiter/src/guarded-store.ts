@@ -1,0 +1,98 @@
+// Wraps the region's store with a per-call timeout and the circuit breaker, so
+// a slow or dead Redis costs at most `timeoutMs` per call, and nothing at all
+// while the breaker is open. Failures surface as LimiterError codes the
+// degraded path recognises (isStoreUnavailable).
+import { PERMIT_DENIED, type CircuitBreaker } from "./breaker.js";
+import { LimiterError } from "./errors.js";
+import type { CompoundDecision, Decision, KeyPolicy, Lease, QuotaView, RegionStore } from "./types.js";
+
+export type StoreErrorKind = "timeout" | "error" | "breaker_open";
+
+export interface GuardedStoreOptions {
+  readonly timeoutMs: number;
+  readonly onError?: (op: string, kind: StoreErrorKind) => void;
+}
+
+const TIMED_OUT = Symbol("timed out");
+
+/** Resolves to `p`'s value, or TIMED_OUT after `ms`. The late settlement of `p` is swallowed. */
+function raceTimeout<T>(p: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(resolve, ms, TIMED_OUT);
+  });
+  p.catch(() => {});
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+export class GuardedStore implements RegionStore {
+  readonly region: string;
+
+  constructor(
+    readonly inner: RegionStore,
+    readonly breaker: CircuitBreaker,
+    private readonly options: GuardedStoreOptions,
+  ) {
+    this.region = inner.region;
+  }
+
+  private async run<T>(op: string, call: () => Promise<T>): Promise<T> {
+    const permit = this.breaker.tryAcquire();
+    if (permit === PERMIT_DENIED) {
+      this.options.onError?.(op, "breaker_open");
+      throw new LimiterError("GQ_ERR_BREAKER_OPEN");
+    }
+    let result: T | typeof TIMED_OUT;
+    try {
+      result = await raceTimeout(call(), this.options.timeoutMs);
+    } catch (err) {
+      this.breaker.onResult(permit, false);
+      this.options.onError?.(op, "error");
+      throw new LimiterError("GQ_ERR_STORE_UNAVAILABLE", `store ${op} failed: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    if (result === TIMED_OUT) {
+      // The call may still complete in Redis. That is safe: a check that admits
+      // after we answered "unavailable" only under-admits, and a lease granted
+      // unseen stays reserved until its expiry, which is conservative.
+      this.breaker.onResult(permit, false);
+      this.options.onError?.(op, "timeout");
+      throw new LimiterError("GQ_ERR_STORE_TIMEOUT");
+    }
+    this.breaker.onResult(permit, true);
+    return result;
+  }
+
+  check(policy: KeyPolicy, cost: number): Promise<Decision> {
+    return this.run("check", () => this.inner.check(policy, cost));
+  }
+  checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<CompoundDecision> {
+    return this.run("checkCompound", () => this.inner.checkCompound(items));
+  }
+  refund(policy: KeyPolicy, cost: number): Promise<Decision> {
+    return this.run("refund", () => this.inner.refund(policy, cost));
+  }
+  acquireLease(policy: KeyPolicy, tokens: number, durationMs: number): Promise<Lease> {
+    return this.run("acquireLease", () => this.inner.acquireLease(policy, tokens, durationMs));
+  }
+  releaseLease(policy: KeyPolicy, leaseId: string, used: number): Promise<void> {
+    return this.run("releaseLease", () => this.inner.releaseLease(policy, leaseId, used));
+  }
+  inspect(policy: KeyPolicy): Promise<QuotaView> {
+    return this.run("inspect", () => this.inner.inspect(policy));
+  }
+  /** Readiness: one call bounded by the timeout, outside the breaker (it must not be blocked by it). */
+  async probe(probe: KeyPolicy): Promise<boolean> {
+    const p =
+      this.inner.ping !== undefined ? this.inner.ping() : this.inner.inspect(probe).then(() => undefined);
+    try {
+      return (await raceTimeout(p, Math.max(this.options.timeoutMs, 250))) !== TIMED_OUT;
+    } catch {
+      return false;
+    }
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}

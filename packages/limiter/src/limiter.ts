@@ -1,0 +1,302 @@
+// The decision engine behind the HTTP service and the Fastify plugin: policy
+// resolution, key hygiene, the guarded store (timeout + breaker), the leased
+// path and the degraded path (fail-closed-to-leases, or explicit fail-open).
+import { lookupPolicy, type PolicySet, policyKey, type RegionConfig, resolvePolicy } from "@geoquota/config";
+import { CircuitBreaker } from "./breaker.js";
+import { type MonotonicClock, monotonicNow } from "./clock.js";
+import { isStoreUnavailable, LimiterError } from "./errors.js";
+import { type FailOpenBound, FailOpenBuckets } from "./fail-open.js";
+import { GuardedStore } from "./guarded-store.js";
+import { hashKey, validateKeyPart } from "./key-hygiene.js";
+import { LeasePool } from "./lease-pool.js";
+import { breakerStateValue, type LimiterMetrics } from "./metrics.js";
+import { type Decision, type KeyPolicy, type QuotaView, type RegionStore, SHARE_UNITS } from "./types.js";
+
+/** The parts of a region config the engine reads. */
+export type LimiterConfig = Pick<
+  RegionConfig,
+  "region" | "regions" | "redis" | "breaker" | "failMode" | "leased" | "floorPpm" | "keyMaxLength"
+> & { readonly keyHashSecret?: string };
+
+export type DecisionSource = "store" | "lease" | "fail_open" | "unavailable";
+
+export interface CheckResult {
+  readonly allowed: boolean;
+  readonly limit: number;
+  readonly remaining: number;
+  readonly resetSeconds: number;
+  readonly retryAfterSeconds: number;
+  readonly region: string;
+  readonly degraded: boolean;
+  readonly source: DecisionSource;
+  readonly policy: KeyPolicy;
+  /** Present only for fail-open admissions/denials: this process's overshoot bound. */
+  readonly failOpenBound?: FailOpenBound;
+}
+
+export interface CompoundItem {
+  readonly tenant: string;
+  readonly resource: string;
+  readonly cost: number;
+}
+
+export interface CompoundResult {
+  readonly allowed: boolean;
+  /** Index of the first limit that denied, −1 when allowed. */
+  readonly failedIndex: number;
+  readonly parts: readonly CheckResult[];
+  readonly degraded: boolean;
+}
+
+export interface LimiterDeps {
+  readonly store: RegionStore;
+  readonly config: LimiterConfig;
+  readonly policies: PolicySet;
+  readonly metrics?: LimiterMetrics;
+  readonly clock?: MonotonicClock;
+}
+
+const finiteOr = (x: number, fallback: number) => (Number.isFinite(x) ? x : fallback);
+
+export class Limiter {
+  readonly breaker: CircuitBreaker;
+  readonly store: GuardedStore;
+  readonly leases: LeasePool;
+  private readonly failOpen: FailOpenBuckets;
+  private readonly config: LimiterConfig;
+  private readonly regionIds: readonly string[];
+  private readonly metrics: LimiterMetrics | undefined;
+  private policySet: PolicySet;
+
+  constructor(deps: LimiterDeps) {
+    const clock = deps.clock ?? monotonicNow;
+    this.config = deps.config;
+    this.metrics = deps.metrics;
+    this.policySet = deps.policies;
+    this.regionIds = deps.config.regions.map((r) => r.id);
+    this.breaker = new CircuitBreaker(deps.config.breaker, clock);
+    this.breaker.onStateChange((s) => {
+      this.metrics?.breakerState.set(breakerStateValue(s));
+      if (s === "closed") this.failOpen.clear();
+    });
+    this.store = new GuardedStore(deps.store, this.breaker, {
+      timeoutMs: deps.config.redis.timeoutMs,
+      onError: (op, kind) => this.metrics?.storeErrors.inc({ op, kind }),
+    });
+    const l = deps.config.leased;
+    this.leases = new LeasePool(this.store, {
+      batch: l.batch,
+      lowWater: l.lowWater,
+      durationMs: l.durationMs,
+      marginMs: l.marginMs,
+      maxKeys: l.maxKeys,
+      clock,
+    });
+    this.failOpen = new FailOpenBuckets(clock, l.maxKeys);
+  }
+
+  get region(): string {
+    return this.config.region;
+  }
+
+  get policies(): PolicySet {
+    return this.policySet;
+  }
+
+  /** Swaps the policy set; subsequent checks use it. */
+  setPolicies(next: PolicySet): void {
+    this.policySet = next;
+  }
+
+  get regions(): readonly string[] {
+    return this.regionIds;
+  }
+
+  /**
+   * Validates the key parts and resolves the policy. Tenants without an
+   * explicit policy are hashed when a key-hashing secret is configured (an
+   * unbounded key space); named tenants keep readable keys.
+   */
+  resolve(tenant: string, resource: string, fieldPrefix = ""): KeyPolicy {
+    const max = this.config.keyMaxLength;
+    validateKeyPart(`${fieldPrefix}tenant`, tenant, max);
+    validateKeyPart(`${fieldPrefix}resource`, resource, max);
+    const p = resolvePolicy(this.policySet, this.regionIds, this.config.region, tenant, resource, {
+      floorPpm: this.config.floorPpm,
+    });
+    const secret = this.config.keyHashSecret;
+    if (secret !== undefined && !this.policySet.entries.has(policyKey(tenant, resource))) {
+      return { ...p, tenant: hashKey(secret, tenant) };
+    }
+    return p;
+  }
+
+  private keyClass(tenant: string, resource: string): string {
+    return this.policySet.entries.has(policyKey(tenant, resource)) ? tenant : "default";
+  }
+
+  private slice(policy: KeyPolicy): { cap: number; rate: number } {
+    return {
+      cap: (policy.limit.capacity * policy.baseShare) / SHARE_UNITS,
+      rate: (policy.limit.refillPerSecond * policy.baseShare) / SHARE_UNITS,
+    };
+  }
+
+  private fromDecision(policy: KeyPolicy, d: Decision): CheckResult {
+    return {
+      allowed: d.allowed,
+      limit: d.limit,
+      remaining: Math.max(0, finiteOr(d.remaining, 0)),
+      resetSeconds: Math.max(0, finiteOr(d.resetSeconds, 0)),
+      // Cost beyond this region's slice: no finite wait is promised; report the full-refill time.
+      retryAfterSeconds: Math.max(
+        0,
+        finiteOr(d.retryAfterSeconds, policy.limit.capacity / policy.limit.refillPerSecond),
+      ),
+      region: this.config.region,
+      degraded: false,
+      source: "store",
+      policy,
+    };
+  }
+
+  /** A decision made without the store: from a held lease, fail-open, or a denial. */
+  private local(policy: KeyPolicy, allowed: boolean, source: DecisionSource, remaining: number): CheckResult {
+    const { cap, rate } = this.slice(policy);
+    const degraded = source !== "lease" || this.breaker.state !== "closed";
+    const retry = allowed ? 0 : Math.max(1, Math.ceil(this.breaker.msUntilProbe() / 1000));
+    const result: CheckResult = {
+      allowed,
+      limit: policy.limit.capacity,
+      remaining,
+      resetSeconds: rate > 0 ? Math.max(0, (cap - remaining) / rate) : 0,
+      retryAfterSeconds: retry,
+      region: this.config.region,
+      degraded,
+      source,
+      policy,
+    };
+    return source === "fail_open" ? { ...result, failOpenBound: FailOpenBuckets.bound(policy) } : result;
+  }
+
+  private record(r: CheckResult, startedMs: number): CheckResult {
+    const m = this.metrics;
+    if (m !== undefined) {
+      m.decisions.inc({ result: r.allowed ? "allowed" : "denied", source: r.source });
+      m.latency.observe({ source: r.source }, (monotonicNow() - startedMs) / 1000);
+      m.leasedTokens.set(this.leases.size);
+    }
+    return r;
+  }
+
+  async check(tenant: string, resource: string, cost = 1): Promise<CheckResult> {
+    const started = monotonicNow();
+    const policy = this.resolve(tenant, resource);
+    if (this.config.leased.enabled) {
+      const client = this.leases.get(policy);
+      if (client.tryTake(cost))
+        return this.record(this.local(policy, true, "lease", client.available()), started);
+    }
+    try {
+      const d = await this.store.check(policy, cost);
+      this.metrics?.share.set({ key_class: this.keyClass(tenant, resource), resource }, d.share);
+      return this.record(this.fromDecision(policy, d), started);
+    } catch (err) {
+      if (!isStoreUnavailable(err)) throw err;
+      return this.record(this.degraded(policy, cost), started);
+    }
+  }
+
+  /** Store unavailable: tokens already leased to this process, then fail-open (if configured) or deny. */
+  private degraded(policy: KeyPolicy, cost: number): CheckResult {
+    const client = this.leases.peek(policy);
+    if (client?.tryTake(cost))
+      return { ...this.local(policy, true, "lease", client.available()), degraded: true };
+    if (this.config.failMode === "open") {
+      const r = this.failOpen.take(policy, cost);
+      return this.local(policy, r.allowed, "fail_open", r.remaining);
+    }
+    return this.local(policy, false, "unavailable", client?.available() ?? 0);
+  }
+
+  async checkCompound(items: readonly CompoundItem[]): Promise<CompoundResult> {
+    const started = monotonicNow();
+    const policies = items.map((i, idx) => this.resolve(i.tenant, i.resource, `limits[${idx}].`));
+    try {
+      const d = await this.store.checkCompound(
+        policies.map((policy, i) => ({ policy, cost: items[i]!.cost })),
+      );
+      const parts = d.parts.map((p, i) => this.fromDecision(policies[i]!, p));
+      this.metrics?.decisions.inc(
+        { result: d.allowed ? "allowed" : "denied", source: "store" },
+        parts.length,
+      );
+      this.metrics?.latency.observe({ source: "store" }, (monotonicNow() - started) / 1000);
+      return { allowed: d.allowed, failedIndex: d.allowed ? -1 : d.failedIndex, parts, degraded: false };
+    } catch (err) {
+      if (!isStoreUnavailable(err)) throw err;
+      return this.degradedCompound(policies, items);
+    }
+  }
+
+  /**
+   * All-or-nothing from held leases: synchronous, so no other check of this
+   * process interleaves between the availability test and the takes.
+   * Fail-open does not apply to compound checks (deny instead).
+   */
+  private degradedCompound(policies: readonly KeyPolicy[], items: readonly CompoundItem[]): CompoundResult {
+    const clients = policies.map((p) => this.leases.peek(p));
+    const failedIndex = clients.findIndex((c, i) => c === undefined || c.available() < items[i]!.cost);
+    const allowed = failedIndex === -1;
+    if (allowed) {
+      for (let i = 0; i < clients.length; i++) clients[i]!.tryTake(items[i]!.cost);
+    }
+    const parts = policies.map((p, i) => ({
+      ...this.local(p, allowed, allowed ? "lease" : "unavailable", clients[i]?.available() ?? 0),
+      degraded: true,
+    }));
+    this.metrics?.decisions.inc(
+      { result: allowed ? "allowed" : "denied", source: allowed ? "lease" : "unavailable" },
+      parts.length,
+    );
+    return { allowed, failedIndex, parts, degraded: true };
+  }
+
+  /** Returns `cost` to the bucket (e.g. the protected call failed). Throws 503 codes when the store is unavailable. */
+  async refund(tenant: string, resource: string, cost: number): Promise<CheckResult> {
+    const policy = this.resolve(tenant, resource);
+    return this.fromDecision(policy, await this.store.refund(policy, cost));
+  }
+
+  async inspect(tenant: string, resource: string): Promise<{ policy: KeyPolicy; view: QuotaView }> {
+    const policy = this.resolve(tenant, resource);
+    return { policy, view: await this.store.inspect(policy) };
+  }
+
+  /** Every configured region with its base share under this key's policy. */
+  regionShares(tenant: string, resource: string): { id: string; baseShare: number; floorShare: number }[] {
+    return this.regionIds.map((id) => {
+      const p = resolvePolicy(this.policySet, this.regionIds, id, tenant, resource, {
+        floorPpm: this.config.floorPpm,
+      });
+      return { id, baseShare: p.baseShare, floorShare: p.floorShare };
+    });
+  }
+
+  /** The spec behind a key (for inspection output). */
+  spec(tenant: string, resource: string) {
+    return lookupPolicy(this.policySet, tenant, resource);
+  }
+
+  async ready(): Promise<boolean> {
+    return this.store.probe(this.resolve("gq-readiness-probe", "gq-readiness-probe"));
+  }
+
+  /** Returns held leases, then closes the store. */
+  async close(): Promise<void> {
+    await this.leases.close();
+    await this.store.close();
+  }
+}
+
+export { LimiterError };

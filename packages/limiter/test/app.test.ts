@@ -1,0 +1,367 @@
+import type { FastifyInstance } from "fastify";
+import { afterEach, describe, expect, it } from "vitest";
+import { buildApp } from "../src/index.js";
+import { ADMIN_TOKEN, manualClock, REGION_IDS, testConfig, testPolicies } from "./helpers/config.js";
+import { FakeStore } from "./helpers/fake-store.js";
+
+let app: FastifyInstance | undefined;
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+});
+
+async function setup(patch: Record<string, unknown> = {}) {
+  const store = new FakeStore();
+  const clock = manualClock();
+  app = await buildApp({ store, config: testConfig(patch), policies: testPolicies(), clock: clock.now });
+  return { app, store, clock };
+}
+
+const check = (a: FastifyInstance, payload: unknown) =>
+  a.inject({ method: "POST", url: "/v1/check", payload: payload as Record<string, unknown> });
+
+describe("POST /v1/check", () => {
+  it("allows with the contract's body and headers", async () => {
+    const { app } = await setup();
+    const res = await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(Object.keys(body).sort()).toEqual(
+      ["allowed", "degraded", "limit", "region", "remaining", "resetSeconds", "retryAfterSeconds"].sort(),
+    );
+    expect(body).toMatchObject({
+      allowed: true,
+      limit: 1000,
+      region: "us-east",
+      degraded: false,
+      retryAfterSeconds: 0,
+    });
+    // us-east holds 333_333 ppm of C = 1000: 333.333 tokens, one spent.
+    expect(body.remaining).toBeCloseTo(332.333, 6);
+    expect(res.headers["ratelimit-limit"]).toBe("1000");
+    expect(res.headers["ratelimit-remaining"]).toBe("332");
+    expect(res.headers["x-ratelimit-limit"]).toBe("1000");
+    expect(res.headers["x-ratelimit-remaining"]).toBe("332");
+    expect(res.headers["ratelimit-reset"]).toBe(res.headers["x-ratelimit-reset"]);
+    expect(Number(res.headers["ratelimit-reset"])).toBeGreaterThan(0);
+    expect(res.headers["retry-after"]).toBeUndefined();
+    expect(res.headers["x-ratelimit-degraded"]).toBeUndefined();
+  });
+
+  it("denies with 429 and Retry-After; unknown tenants get the default policy", async () => {
+    const { app } = await setup();
+    // Default: C = 5, this region's slice 1.67 tokens.
+    const first = await check(app, { tenant: "nobody_known", resource: "payments_checkout" });
+    expect(first.statusCode).toBe(200);
+    expect(first.json().limit).toBe(5);
+    const second = await check(app, { tenant: "nobody_known", resource: "payments_checkout" });
+    expect(second.statusCode).toBe(429);
+    expect(second.json()).toMatchObject({ allowed: false, limit: 5, degraded: false });
+    expect(second.json().retryAfterSeconds).toBeGreaterThan(0);
+    expect(Number(second.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+    expect(second.headers["ratelimit-remaining"]).toBe("0");
+  });
+
+  it("accepts fractional cost and defaults cost to 1", async () => {
+    const { app } = await setup();
+    const a = await check(app, { tenant: "cust_free_1018", resource: "payments_checkout", cost: 0.5 });
+    expect(a.json().remaining).toBeCloseTo(10 * 0.333333 - 0.5, 9);
+    const b = await check(app, { tenant: "cust_free_1018", resource: "payments_checkout" });
+    expect(b.json().remaining).toBeCloseTo(10 * 0.333333 - 1.5, 9);
+  });
+
+  it.each([
+    [{ resource: "r" }, "GQ_ERR_INVALID_BODY", "tenant"],
+    [{ tenant: "t" }, "GQ_ERR_INVALID_BODY", "resource"],
+    [{ tenant: "t", resource: "r", cost: -1 }, "GQ_ERR_INVALID_BODY", "cost"],
+    [{ tenant: "t", resource: "r", cost: 0 }, "GQ_ERR_INVALID_BODY", "cost"],
+    [{ tenant: "t", resource: "r", cost: "1" }, "GQ_ERR_INVALID_BODY", "cost"],
+    [{ tenant: "t", resource: "r", cost: 1e12 }, "GQ_ERR_INVALID_BODY", "cost"],
+    [{ tenant: "t", resource: "r", extra: 1 }, "GQ_ERR_INVALID_BODY", "extra"],
+    [{ tenant: "a{b}", resource: "r" }, "GQ_ERR_INVALID_KEY", "tenant"],
+    [{ tenant: "t", resource: "r:x" }, "GQ_ERR_INVALID_KEY", "resource"],
+    [{ tenant: "x".repeat(129), resource: "r" }, "GQ_ERR_KEY_TOO_LONG", "tenant"],
+    [{ limits: [] }, "GQ_ERR_INVALID_BODY", "limits"],
+    [{ limits: [{ tenant: "t", resource: "r", cost: -2 }] }, "GQ_ERR_INVALID_BODY", "limits[0].cost"],
+    [
+      {
+        limits: [
+          { tenant: "t", resource: "r" },
+          { tenant: "t", resource: "r" },
+        ],
+      },
+      "GQ_ERR_INVALID_BODY",
+      "limits[1]",
+    ],
+  ])("400 for %j names the field", async (payload, code, field) => {
+    const { app } = await setup();
+    const res = await check(app, payload);
+    expect(res.statusCode).toBe(400);
+    const body = res.json();
+    expect(body.code).toBe(code);
+    expect(body.field).toBe(field);
+    expect(body.message.startsWith(`${field}: `)).toBe(true);
+  });
+
+  it("400 on invalid JSON and non-object bodies, 413 on huge bodies, 404 catalogued", async () => {
+    const { app } = await setup();
+    const bad = await app.inject({
+      method: "POST",
+      url: "/v1/check",
+      headers: { "content-type": "application/json" },
+      payload: "{nope",
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toMatchObject({ code: "GQ_ERR_INVALID_BODY", field: "body" });
+    const arr = await check(app, [1, 2]);
+    expect(arr.json()).toMatchObject({ code: "GQ_ERR_INVALID_BODY", field: "body" });
+    const big = await check(app, { tenant: "t", resource: "r", pad: "x".repeat(70_000) });
+    expect(big.statusCode).toBe(413);
+    expect(big.json().code).toBe("GQ_ERR_PAYLOAD_TOO_LARGE");
+    const nf = await app.inject({ method: "GET", url: "/nope" });
+    expect(nf.statusCode).toBe(404);
+    expect(nf.json().code).toBe("GQ_ERR_NOT_FOUND");
+  });
+
+  it("compound limits are all-or-nothing", async () => {
+    const { app, store } = await setup();
+    const limits = [
+      { tenant: "cust_ent_9942", resource: "payments_checkout", cost: 1 },
+      { tenant: "cust_free_1018", resource: "payments_checkout", cost: 2 },
+    ];
+    const ok = await check(app, { limits });
+    expect(ok.statusCode).toBe(200);
+    expect(ok.json()).toMatchObject({
+      allowed: true,
+      failedIndex: -1,
+      parts: [{ allowed: true }, { allowed: true }],
+    });
+    // Free tier slice 3.33: 1.33 left; the next 2 fail, and the enterprise part is not charged.
+    const denied = await check(app, { limits });
+    expect(denied.statusCode).toBe(429);
+    expect(denied.json()).toMatchObject({ allowed: false, failedIndex: 1, limit: 10 });
+    expect(denied.headers["retry-after"]).toBeDefined();
+    const view = await store.inspect({
+      tenant: "cust_ent_9942",
+      resource: "payments_checkout",
+      limit: { algorithm: "token_bucket", capacity: 1000, refillPerSecond: 1000 / 60 },
+      baseShare: 333_333,
+      floorShare: 20_000,
+    });
+    expect(view.counters.admitted["us-east.1"]).toBe(1);
+  });
+});
+
+describe("refund, quotas, health, metrics", () => {
+  it("refund returns cost to the bucket", async () => {
+    const { app } = await setup();
+    await check(app, { tenant: "cust_free_1018", resource: "payments_checkout", cost: 3 });
+    const r = await app.inject({
+      method: "POST",
+      url: "/v1/refund",
+      payload: { tenant: "cust_free_1018", resource: "payments_checkout", cost: 2 },
+    });
+    expect(r.statusCode).toBe(200);
+    expect(r.json().refunded).toBe(2);
+    expect(r.json().remaining).toBeCloseTo(10 * 0.333333 - 1, 9);
+  });
+
+  it("GET /v1/quotas shows policy, shares of every region, counters, loans", async () => {
+    const { app } = await setup();
+    await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
+    const res = await app.inject({ method: "GET", url: "/v1/quotas/cust_ent_9942/payments_checkout" });
+    expect(res.statusCode).toBe(200);
+    const q = res.json();
+    expect(q.policy).toMatchObject({
+      algorithm: "token_bucket",
+      capacity: 1000,
+      baseShare: 333_333,
+      floorShare: 20_000,
+    });
+    expect(q.regions.map((r: { id: string }) => r.id)).toEqual(REGION_IDS);
+    expect(q.regions.reduce((a: number, r: { baseShare: number }) => a + r.baseShare, 0)).toBe(1_000_000);
+    expect(q.share).toBe(333_333);
+    expect(q.knownShares).toEqual({ "us-east": 333_333, "eu-west": 333_333, "ap-south": 333_334 });
+    expect(q.counters.admitted).toEqual({ "us-east.1": 1 });
+    expect(q.loans).toEqual({ out: [], in: [] });
+    const bad = await app.inject({ method: "GET", url: "/v1/quotas/a%7Bb/payments_checkout" });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().field).toBe("tenant");
+  });
+
+  it("healthz always, readyz only when the store answers", async () => {
+    const { app, store } = await setup();
+    expect((await app.inject({ method: "GET", url: "/healthz" })).statusCode).toBe(200);
+    expect((await app.inject({ method: "GET", url: "/readyz" })).statusCode).toBe(200);
+    store.failWith = new Error("down");
+    const r = await app.inject({ method: "GET", url: "/readyz" });
+    expect(r.statusCode).toBe(503);
+    expect(r.json().code).toBe("GQ_ERR_STORE_UNAVAILABLE");
+  });
+
+  it("/metrics exposes decisions, latency, store errors, breaker state, shares", async () => {
+    const { app, store } = await setup();
+    await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
+    await check(app, { tenant: "someone", resource: "payments_checkout" });
+    store.failWith = new Error("down");
+    await check(app, { tenant: "someone", resource: "payments_checkout" });
+    const text = (await app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(text).toContain('geoquota_decisions_total{result="allowed",source="store"} 2');
+    expect(text).toContain('geoquota_decisions_total{result="denied",source="unavailable"} 1');
+    expect(text).toContain("geoquota_check_duration_seconds_bucket");
+    expect(text).toContain('geoquota_redis_errors_total{op="check",kind="error"} 1');
+    expect(text).toContain("geoquota_breaker_state 0");
+    expect(text).toContain(
+      'geoquota_share_ppm{key_class="cust_ent_9942",resource="payments_checkout"} 333333',
+    );
+    expect(text).toContain('geoquota_share_ppm{key_class="default",resource="payments_checkout"} 333333');
+  });
+});
+
+describe("policy admin", () => {
+  const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+
+  it("401 without or with a wrong token", async () => {
+    const { app } = await setup();
+    for (const headers of [{}, { authorization: "Bearer wrong" }, { authorization: ADMIN_TOKEN }]) {
+      const g = await app.inject({ method: "GET", url: "/v1/policies", headers });
+      expect(g.statusCode).toBe(401);
+      expect(g.json().code).toBe("GQ_ERR_UNAUTHORIZED");
+      const p = await app.inject({
+        method: "PUT",
+        url: "/v1/policies/t/r",
+        headers,
+        payload: { capacity: 1, refillPerSecond: 1 },
+      });
+      expect(p.statusCode).toBe(401);
+    }
+  });
+
+  it("lists policies and a PUT takes effect for subsequent checks", async () => {
+    const { app } = await setup();
+    const list = await app.inject({ method: "GET", url: "/v1/policies", headers: auth });
+    expect(list.statusCode).toBe(200);
+    expect(list.json().policies).toContainEqual(
+      expect.objectContaining({ tenant: "cust_ent_9942", capacity: 1000 }),
+    );
+    const put = await app.inject({
+      method: "PUT",
+      url: "/v1/policies/new_tenant/payments_checkout",
+      headers: auth,
+      payload: { capacity: 300, refill: { tokens: 300, perSeconds: 60 } },
+    });
+    expect(put.statusCode).toBe(200);
+    expect(put.json()).toMatchObject({
+      tenant: "new_tenant",
+      capacity: 300,
+      refillPerSecond: 5,
+      algorithm: "token_bucket",
+    });
+    const res = await check(app, { tenant: "new_tenant", resource: "payments_checkout" });
+    expect(res.json().limit).toBe(300);
+  });
+
+  it("400 naming the field for an invalid policy; weights only through the files", async () => {
+    const { app } = await setup();
+    const bad = await app.inject({
+      method: "PUT",
+      url: "/v1/policies/t/r",
+      headers: auth,
+      payload: { capacity: -5, refillPerSecond: 1 },
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toMatchObject({ code: "GQ_ERR_INVALID_POLICY", field: "capacity" });
+    const w = await app.inject({
+      method: "PUT",
+      url: "/v1/policies/t/r",
+      headers: auth,
+      payload: { capacity: 5, refillPerSecond: 1, weights: { "us-east": 1 } },
+    });
+    expect(w.statusCode).toBe(400);
+    expect(w.json().field).toBe("weights");
+  });
+});
+
+describe("degraded modes", () => {
+  it("fail-closed: store down → 429 degraded after the breaker opens, no store calls while open", async () => {
+    const { app, store } = await setup();
+    store.failWith = new Error("ECONNREFUSED");
+    for (let i = 0; i < 5; i++) {
+      const r = await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
+      expect(r.statusCode).toBe(429);
+      expect(r.json().degraded).toBe(true);
+      expect(r.headers["x-ratelimit-degraded"]).toBe("true");
+    }
+    const calls = store.calls.length;
+    const r = await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
+    expect(r.statusCode).toBe(429);
+    expect(store.calls.length).toBe(calls);
+    expect(app.limiter.breaker.state).toBe("open");
+    expect(Number(r.headers["retry-after"])).toBe(1);
+  });
+
+  it("timeouts count as failures (store hangs past redis.timeoutMs)", async () => {
+    const { app, store } = await setup({ redis: { url: "redis://x:1", timeoutMs: 5 } });
+    store.hang = true;
+    const r = await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
+    expect(r.statusCode).toBe(429);
+    expect(r.json().degraded).toBe(true);
+    const m = (await app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(m).toContain('geoquota_redis_errors_total{op="check",kind="timeout"} 1');
+  });
+
+  it("fail-open is bounded: a local bucket at the base slice rate, starting empty, bound reported", async () => {
+    const { app, store, clock } = await setup({ failMode: "open" });
+    store.failWith = new Error("down");
+    const first = await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
+    expect(first.statusCode).toBe(429);
+    expect(first.json().failOpenBound).toEqual({
+      refillPerSecond: ((1000 / 60) * 333_333) / 1e6,
+      capacity: (1000 * 333_333) / 1e6,
+      scope: "per_process",
+    });
+    clock.advance(600); // 0.6 s × 5.55/s = 3.33 tokens
+    const admitted = [];
+    for (let i = 0; i < 5; i++)
+      admitted.push(
+        (await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" })).statusCode,
+      );
+    expect(admitted).toEqual([200, 200, 200, 429, 429]);
+  });
+
+  it("refund while the store is down is a 503 from the catalog", async () => {
+    const { app, store } = await setup();
+    store.failWith = new Error("down");
+    const r = await app.inject({
+      method: "POST",
+      url: "/v1/refund",
+      payload: { tenant: "t", resource: "r" },
+    });
+    expect(r.statusCode).toBe(503);
+    expect(r.json().code).toBe("GQ_ERR_STORE_UNAVAILABLE");
+  });
+});
+
+describe("the protected checkout route (plugin example)", () => {
+  it("keys by X-Tenant-ID and answers 429 with the same headers", async () => {
+    const { app } = await setup();
+    const post = (tenant?: string) =>
+      app.inject({
+        method: "POST",
+        url: "/v1/payments/checkout",
+        headers: tenant === undefined ? {} : { "x-tenant-id": tenant },
+        payload: {},
+      });
+    const ok = await post("cust_free_1018");
+    expect(ok.statusCode).toBe(200);
+    expect(ok.json()).toMatchObject({ status: "accepted", tenant: "cust_free_1018" });
+    expect(ok.headers["ratelimit-limit"]).toBe("10");
+    const codes = [];
+    for (let i = 0; i < 4; i++) codes.push((await post("cust_free_1018")).statusCode);
+    expect(codes).toEqual([200, 200, 429, 429]);
+    const denied = await post("cust_free_1018");
+    expect(denied.json()).toMatchObject({ code: "GQ_ERR_RATE_LIMITED", allowed: false, limit: 10 });
+    expect(denied.headers["retry-after"]).toBeDefined();
+    expect((await post()).headers["ratelimit-limit"]).toBe("5");
+  });
+});
