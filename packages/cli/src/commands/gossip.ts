@@ -1,0 +1,7 @@
+import { runGossip } from "@geoquota/gossip";
+
+/** `geoquota gossip --config F`: the region's gossip daemon, until SIGINT/SIGTERM. */
+export async function run(opts: Record<string, unknown>): Promise<number> {
+  await runGossip(String(opts.config));
+  return 0;
+}

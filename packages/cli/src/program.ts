@@ -1,0 +1,100 @@
+import { Command, type CommanderError, Option } from "commander";
+import { parseDuration, parseIntFlag, UsageError } from "./errors.js";
+
+type Lazy = () => Promise<{ run(opts: Record<string, unknown>): Promise<number | undefined> }>;
+
+function action(load: Lazy) {
+  return async (opts: Record<string, unknown>) => {
+    const mod = await load();
+    const code = await mod.run(opts);
+    if (typeof code === "number" && code !== 0) process.exitCode = code;
+  };
+}
+
+/** Builds the CLI. Commander's own usage errors exit 2, like ours. */
+export function buildProgram(): Command {
+  const program = new Command("geoquota")
+    .description("Multi-region quota coordinator: one global limit, enforced locally in every region")
+    .showHelpAfterError()
+    .exitOverride((err: CommanderError) => {
+      if (
+        err.code === "commander.helpDisplayed" ||
+        err.code === "commander.version" ||
+        err.code === "commander.help"
+      )
+        process.exit(0);
+      process.exit(2);
+    });
+
+  program
+    .command("region")
+    .description("run one region's limiter service (HTTP API) from a config file")
+    .requiredOption("--config <file>", "region config, e.g. regions/us-east.json")
+    .action(action(() => import("./commands/region.js")));
+
+  program
+    .command("gossip")
+    .description("run one region's gossip daemon from a config file")
+    .requiredOption("--config <file>", "region config, e.g. regions/us-east.json")
+    .action(action(() => import("./commands/gossip.js")));
+
+  program
+    .command("cluster")
+    .description("start N local regions (redis-server, limiter, gossip daemon each) until SIGINT/SIGTERM")
+    .addOption(
+      new Option("--regions <n>", "number of regions")
+        .default(3)
+        .argParser((v) => parseIntFlag("--regions", v, 1, 16)),
+    )
+    .option("--policies <file>", "policies file (default regions/policies.json)")
+    .option("--toxiproxy", "put every gossip link and limiter→Redis link behind a Toxiproxy proxy", false)
+    .option("--json", "print one JSON line describing the cluster when ready", false)
+    .action(action(() => import("./commands/cluster.js")));
+
+  program
+    .command("demo")
+    .description(
+      "the main job: a local cluster with traffic through scenarios, a live view and an HTML report",
+    )
+    .addOption(
+      new Option("--duration <d>", "total duration, e.g. 90s")
+        .default(90_000)
+        .argParser((v) => parseDuration("--duration", v)),
+    )
+    .option(
+      "--scenario <name>",
+      "run one scenario: steady, shift, partition, state-loss, stream, or all",
+      "all",
+    )
+    .option("--no-tty", "plain log lines instead of the live view")
+    .option("--report <file>", "HTML report path", "reports/demo.html")
+    .action(action(() => import("./commands/demo.js")));
+
+  program
+    .command("chaos")
+    .description(
+      "partition/latency/crash scenarios against a fresh local cluster, with the global-bound oracle",
+    )
+    .option("--seed <n>", "seed for the randomized schedule", (v) =>
+      parseIntFlag("--seed", v, 0, 2 ** 31 - 1),
+    )
+    .addOption(
+      new Option("--duration <d>", "per-scenario duration")
+        .default(20_000)
+        .argParser((v) => parseDuration("--duration", v)),
+    )
+    .option("--scenario <name>", "a scenario name or random", "all")
+    .option("--report <file>", "JSON report path", "reports/chaos.json")
+    .action(action(() => import("./commands/chaos.js")));
+
+  program
+    .command("bench")
+    .description("benchmarks side by side (ratios measured in one run)")
+    .option("--smoke", "a few seconds per figure; for CI", false)
+    .option("--out <file>", "JSON results path", "reports/bench.json")
+    .action(action(() => import("./commands/bench.js")));
+
+  return program;
+}
+
+export { UsageError };

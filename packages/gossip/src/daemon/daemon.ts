@@ -1,0 +1,447 @@
+// The gossip daemon of one region: every round (uniform in [minMs, maxMs])
+// it folds local changes from its Redis into the replicated CRDT map, runs the
+// re-weighting policy for every active key (grants, renewals, early returns,
+// all executed by Redis scripts with Redis TIME), and ships each peer the
+// deltas it has not acknowledged. Frames from peers are validated, merged into
+// the map and written into Redis. The daemon holds no authority of its own:
+// Redis is the source of truth, the map is a cache that a restart rebuilds.
+import {
+  CrdtMap,
+  type DecodeLimits,
+  DEFAULT_LIMITS,
+  decodeFrame,
+  type DeltaFrame,
+  type Frame,
+  encodeFrame,
+  KeyRecord,
+  type LoanConflict,
+  Replica,
+  decodeKey,
+  encodeKey,
+} from "@geoquota/crdt";
+import type { KeyPolicy } from "@geoquota/limiter";
+import {
+  type CounterReading,
+  DEFAULT_POLICY_OPTIONS,
+  decideRound,
+  initialPolicyMemory,
+  type PolicyMemory,
+  type PolicyOptions,
+  type RegionQuota,
+} from "../policy/index.js";
+import type { DaemonMetrics } from "./metrics.js";
+import type { DaemonStore, KeyState } from "./store-port.js";
+
+/** The transport as the daemon sees it (the WebSocket Mesh in production). */
+export interface FrameLink {
+  send(peer: string, bytes: Uint8Array): boolean;
+  isUp(peer: string): boolean;
+}
+
+/** Resolves a key's policy for this region and the quotas of all regions. */
+export interface PolicyResolver {
+  resolve(tenant: string, resource: string): { policy: KeyPolicy; regions: readonly RegionQuota[] };
+}
+
+export interface DaemonOptions {
+  region: string;
+  peers: readonly string[];
+  round: { minMs: number; maxMs: number };
+  /** Keys read from the change feed per round. */
+  dirtyPerRound?: number;
+  /** Keys visited per round by the slow full sweep (anti-entropy against a lost change feed). */
+  sweepPerRound?: number;
+  /** A key with no demand and no loans is dropped from the active set after this long. */
+  idleMs?: number;
+  /** A digest of one bucket is sent every this many rounds. */
+  digestEveryRounds?: number;
+  digestBuckets?: number;
+  maxBufferedKeys?: number;
+  decodeLimits?: Partial<DecodeLimits>;
+  policy?: PolicyOptions;
+}
+
+export interface DaemonDeps {
+  store: DaemonStore;
+  link: FrameLink;
+  policies: PolicyResolver;
+  metrics?: DaemonMetrics;
+  /** Uniform [0, 1): round jitter. */
+  random?: () => number;
+  /** Monotonic ms. */
+  now?: () => number;
+  /** Errors that must not stop the daemon (Redis hiccups): counted and reported here. */
+  onError?: (where: string, err: unknown) => void;
+}
+
+interface ActiveKey {
+  tenant: string;
+  resource: string;
+  memory: PolicyMemory;
+  lastBusyMs: number;
+}
+
+export interface DaemonStatus {
+  region: string;
+  rounds: number;
+  lastRoundMs: number;
+  activeKeys: number;
+  knownKeys: number;
+  badFrames: number;
+  loansGranted: number;
+  loansReturned: number;
+  peers: Record<string, { up: boolean; lastHeardMs: number | null; lagMs: number | null }>;
+  /** Latest computed shares/targets of a few active keys. */
+  sample: Record<string, { targets: Record<string, number>; recovering: boolean }>;
+}
+
+export class GossipDaemon {
+  private readonly replica: Replica;
+  private readonly active = new Map<string, ActiveKey>();
+  private readonly pendingMerge = new Set<string>();
+  private readonly lastHeard = new Map<string, number>();
+  private readonly lastAckLag = new Map<string, number>();
+  private readonly sentAt = new Map<string, Map<number, number>>();
+  private readonly sample = new Map<string, { targets: Record<string, number>; recovering: boolean }>();
+  private readonly limits: DecodeLimits;
+  private readonly opts: Required<Omit<DaemonOptions, "decodeLimits" | "policy" | "maxBufferedKeys">> & {
+    policy: PolicyOptions;
+  };
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+  private roundInFlight: Promise<void> | undefined;
+  private mergeInFlight: Promise<void> = Promise.resolve();
+  private sweepCursor = "0";
+  private rounds = 0;
+  private lastRoundMs = 0;
+  private badFrames = 0;
+  private loansGranted = 0;
+  private loansReturned = 0;
+  private readonly random: () => number;
+  private readonly now: () => number;
+
+  constructor(
+    options: DaemonOptions,
+    private readonly deps: DaemonDeps,
+  ) {
+    this.opts = {
+      region: options.region,
+      peers: options.peers.filter((p) => p !== options.region),
+      round: options.round,
+      dirtyPerRound: options.dirtyPerRound ?? 5000,
+      sweepPerRound: options.sweepPerRound ?? 200,
+      idleMs: options.idleMs ?? 30_000,
+      digestEveryRounds: options.digestEveryRounds ?? 10,
+      digestBuckets: options.digestBuckets ?? 16,
+      policy: options.policy ?? DEFAULT_POLICY_OPTIONS,
+    };
+    this.limits = { ...DEFAULT_LIMITS, ...options.decodeLimits };
+    this.replica = new Replica({
+      id: options.region,
+      peers: this.opts.peers,
+      ...(options.maxBufferedKeys !== undefined ? { maxBufferedKeys: options.maxBufferedKeys } : {}),
+    });
+    this.random = deps.random ?? Math.random;
+    this.now = deps.now ?? (() => performance.now());
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.schedule();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.roundInFlight;
+    await this.mergeInFlight;
+  }
+
+  private schedule(): void {
+    if (!this.running) return;
+    const { minMs, maxMs } = this.opts.round;
+    const delay = minMs + this.random() * (maxMs - minMs);
+    this.timer = setTimeout(() => {
+      this.roundInFlight = this.round()
+        .catch((err) => this.deps.onError?.("round", err))
+        .finally(() => {
+          this.roundInFlight = undefined;
+          this.schedule();
+        });
+    }, delay);
+  }
+
+  /** A peer came (back) up: it gets our whole state, since we cannot know what it kept. */
+  peerUp(peer: string): void {
+    this.sendFullSync(peer);
+  }
+
+  /** One round. Public so tests can drive rounds without timers. */
+  async round(): Promise<void> {
+    const t0 = this.now();
+    await this.mergeInFlight;
+    const keys = new Set<string>();
+    for (const k of await this.deps.store.drainDirty(this.opts.dirtyPerRound)) keys.add(k);
+    const sweep = await this.deps.store.sweepKeys(this.sweepCursor, this.opts.sweepPerRound);
+    this.sweepCursor = sweep.cursor;
+    for (const k of sweep.keys) keys.add(k);
+    for (const k of this.active.keys()) keys.add(k);
+    await Promise.all([...keys].map((k) => this.processKey(k)));
+    this.ship();
+    this.rounds++;
+    if (this.rounds % this.opts.digestEveryRounds === 0) this.sendDigest();
+    this.lastRoundMs = this.now() - t0;
+    this.deps.metrics?.roundDuration.observe(this.lastRoundMs / 1000);
+  }
+
+  private policyFor(key: string) {
+    const parts = decodeKey(key);
+    if (!parts.ok) return undefined;
+    const { tenant, resource } = parts.value;
+    try {
+      return { tenant, resource, ...this.deps.policies.resolve(tenant, resource) };
+    } catch (err) {
+      this.deps.onError?.(`policy ${key}`, err);
+      return undefined;
+    }
+  }
+
+  private async processKey(key: string): Promise<void> {
+    const p = this.policyFor(key);
+    if (!p) return;
+    let state: KeyState;
+    try {
+      state = await this.deps.store.readKey(p.policy);
+    } catch (err) {
+      this.deps.onError?.(`read ${key}`, err);
+      return;
+    }
+    this.replica.applyLocal(key, { ok: true, value: state.record });
+    const merged = this.replica.state.get(key) ?? state.record;
+    // Only the rate algorithms follow demand (window algorithms keep static slices).
+    const algorithm = p.policy.limit.algorithm;
+    if (algorithm !== "token_bucket" && algorithm !== "gcra") return;
+
+    const entry = this.active.get(key) ?? {
+      tenant: p.tenant,
+      resource: p.resource,
+      memory: initialPolicyMemory(),
+      lastBusyMs: this.now(),
+    };
+    const counters: CounterReading = {
+      admitted: Object.fromEntries(merged.consumed.p),
+      denied: Object.fromEntries(merged.denied),
+    };
+    const decision = decideRound(
+      entry.memory,
+      {
+        self: this.opts.region,
+        regions: p.regions,
+        refillPerSecond: p.policy.limit.refillPerSecond,
+        nowUs: state.nowUs,
+        counters,
+        recovering: state.recovering,
+        reserved: state.reserved,
+        current: state.current,
+        inUse: state.inUse,
+      },
+      this.opts.policy,
+    );
+    entry.memory = decision.memory;
+    const busy =
+      Object.values(decision.memory.demand.ratePerSec).some((r) => r > 1e-9) ||
+      Object.keys(state.reserved).length > 0 ||
+      state.inUse.length > 0;
+    if (busy) entry.lastBusyMs = this.now();
+    if (this.now() - entry.lastBusyMs > this.opts.idleMs) this.active.delete(key);
+    else this.active.set(key, entry);
+    if (this.sample.size < 16 || this.sample.has(key)) {
+      this.sample.set(key, { targets: { ...decision.targets }, recovering: state.recovering });
+    }
+
+    // Returns first: they free this region's use before anything else.
+    for (const ret of decision.returns) {
+      try {
+        const mark = await this.deps.store.returnLoan(p.policy, ret.lender, ret.seq);
+        if (mark) {
+          this.replica.applyLocal(key, KeyRecord.returnLoan(KeyRecord.initial(), mark));
+          this.loansReturned++;
+          this.deps.metrics?.loans.inc({ event: "returned" });
+        }
+      } catch (err) {
+        this.deps.onError?.(`return ${key}`, err);
+      }
+    }
+    for (const [borrower, units] of Object.entries(decision.grants)) {
+      if (units <= 0) continue;
+      try {
+        const loan = await this.deps.store.grantLoan(p.policy, borrower, units);
+        if (loan) {
+          const renewal = (state.current[borrower] ?? 0) > 0;
+          this.replica.applyLocal(key, KeyRecord.grantLoan(KeyRecord.initial(), loan));
+          this.loansGranted++;
+          this.deps.metrics?.loans.inc({ event: renewal ? "renewed" : "granted" });
+        } else this.deps.metrics?.loans.inc({ event: "refused" });
+      } catch (err) {
+        this.deps.onError?.(`grant ${key}`, err);
+      }
+    }
+  }
+
+  private send(peer: string, frame: Frame): boolean {
+    const bytes = encodeFrame(frame);
+    const ok = this.deps.link.send(peer, bytes);
+    if (ok) {
+      this.deps.metrics?.bytesOut.inc({ peer }, bytes.byteLength);
+      this.deps.metrics?.framesOut.inc({ peer, kind: frame.kind });
+    }
+    return ok;
+  }
+
+  private ship(): void {
+    for (const peer of this.opts.peers) {
+      if (!this.deps.link.isUp(peer)) continue;
+      if (this.replica.shipper.needsFullSync(peer)) {
+        this.sendFullSync(peer);
+        continue;
+      }
+      const frame = this.replica.nextDeltaFrame(peer);
+      if (!frame) continue;
+      if (this.send(peer, frame)) {
+        let sent = this.sentAt.get(peer);
+        if (!sent) this.sentAt.set(peer, (sent = new Map()));
+        sent.set(frame.version, this.now());
+        if (sent.size > 64) sent.delete(sent.keys().next().value as number);
+      }
+    }
+  }
+
+  private sendFullSync(peer: string): void {
+    if (!this.deps.link.isUp(peer)) return;
+    for (const frame of this.replica.fullSyncFrames(peer)) {
+      if (frame.entries.length > 0) this.send(peer, frame);
+    }
+  }
+
+  private digestRound = 0;
+  private sendDigest(): void {
+    const scope = {
+      bucket: this.digestRound++ % this.opts.digestBuckets,
+      bucketCount: this.opts.digestBuckets,
+    };
+    const frame = this.replica.digestFrame(scope);
+    for (const peer of this.opts.peers) if (this.deps.link.isUp(peer)) this.send(peer, frame);
+  }
+
+  /** A binary frame from an authenticated peer. Bad frames are counted and dropped. */
+  onFrame(peer: string, bytes: Uint8Array): void {
+    this.deps.metrics?.bytesIn.inc({ peer }, bytes.byteLength);
+    const decoded = decodeFrame(bytes, this.limits);
+    if (!decoded.ok) return this.bad(peer, decoded.error.code);
+    const frame = decoded.value;
+    // The link authenticated `peer`; a frame claiming another sender is forged.
+    if (frame.from !== peer) return this.bad(peer, "GQ_ERR_FORGED_SENDER");
+    this.lastHeard.set(peer, this.now());
+    this.deps.metrics?.framesIn.inc({ peer, kind: frame.kind });
+    switch (frame.kind) {
+      case "delta":
+        return this.onDelta(peer, frame);
+      case "ack": {
+        const sent = this.sentAt.get(peer)?.get(frame.version);
+        if (sent !== undefined) {
+          this.lastAckLag.set(peer, this.now() - sent);
+          this.deps.metrics?.lag.set({ peer }, (this.now() - sent) / 1000);
+        }
+        const r = this.replica.receiveAck(frame);
+        if (!r.ok) this.bad(peer, r.error.code);
+        return;
+      }
+      case "digest":
+        for (const f of this.replica.repairFrames(frame)) this.send(peer, f);
+        return;
+    }
+  }
+
+  private bad(peer: string, reason: string): void {
+    this.badFrames++;
+    this.deps.metrics?.badFrames.inc({ peer, reason });
+  }
+
+  private onDelta(peer: string, frame: DeltaFrame): void {
+    const conflicts: LoanConflict[] = [];
+    for (const { key, record } of frame.entries) {
+      if (!this.policyFor(key)) continue;
+      if (CrdtMap.mergeKeyInto(this.replica.state, key, record, conflicts)) {
+        // Relay: keeps data flowing around a one-way or partial partition.
+        this.replica.shipper.record(key, record, frame.from);
+        // Into Redis too: every region's counter entries live there (for the
+        // quota view and re-learning after a restart), loans to us take effect.
+        this.pendingMerge.add(key);
+      }
+    }
+    if (conflicts.length > 0) this.deps.metrics?.conflicts.inc(conflicts.length);
+    if (frame.version > 0) this.send(peer, { kind: "ack", from: this.opts.region, version: frame.version });
+    this.flushMerges();
+  }
+
+  /** Writes merged remote state into Redis, serialized so merges never interleave with a round's reads. */
+  private flushMerges(): void {
+    this.mergeInFlight = this.mergeInFlight.then(async () => {
+      const keys = [...this.pendingMerge];
+      this.pendingMerge.clear();
+      await Promise.all(
+        keys.map(async (key) => {
+          const p = this.policyFor(key);
+          const record = this.replica.state.get(key);
+          if (!p || !record) return;
+          try {
+            await this.deps.store.mergeRemote(p.policy, record);
+            // A key peers are busy with is worth a policy run here too.
+            if (!this.active.has(key)) {
+              this.active.set(key, {
+                tenant: p.tenant,
+                resource: p.resource,
+                memory: initialPolicyMemory(),
+                lastBusyMs: this.now(),
+              });
+            }
+          } catch (err) {
+            this.deps.onError?.(`merge ${key}`, err);
+          }
+        }),
+      );
+    });
+  }
+
+  status(): DaemonStatus {
+    const peers: DaemonStatus["peers"] = {};
+    for (const p of this.opts.peers) {
+      const heard = this.lastHeard.get(p);
+      peers[p] = {
+        up: this.deps.link.isUp(p),
+        lastHeardMs: heard === undefined ? null : Math.round(this.now() - heard),
+        lagMs: this.lastAckLag.get(p) ?? null,
+      };
+    }
+    return {
+      region: this.opts.region,
+      rounds: this.rounds,
+      lastRoundMs: this.lastRoundMs,
+      activeKeys: this.active.size,
+      knownKeys: this.replica.state.size,
+      badFrames: this.badFrames,
+      loansGranted: this.loansGranted,
+      loansReturned: this.loansReturned,
+      peers,
+      sample: Object.fromEntries(this.sample),
+    };
+  }
+
+  /** For tests: the replicated record of a key. */
+  recordOf(tenant: string, resource: string): KeyRecord | undefined {
+    const key = encodeKey(tenant, resource);
+    return key.ok ? this.replica.state.get(key.value) : undefined;
+  }
+}

@@ -1,0 +1,43 @@
+// What the daemon needs from its region's Redis. The Redis implementation
+// (an adapter over the limiter's GossipStore scripts) lives in redis-port.ts;
+// tests may use another implementation.
+import type { KeyRecord, Loan, ReturnedMark } from "@geoquota/crdt";
+import type { KeyPolicy } from "@geoquota/limiter";
+import type { InboundLoan } from "../policy/index.js";
+
+/** One key's state in this region's Redis, read atomically by a script. */
+export interface KeyState {
+  /** Redis TIME of the read, µs. */
+  readonly nowUs: number;
+  readonly recovering: boolean;
+  /**
+   * The key's CRDT record as this region's Redis holds it: every counter entry
+   * it knows, the loans this region granted (its owner-written registers) and
+   * the returns it made as a borrower.
+   */
+  readonly record: KeyRecord;
+  /** Reservation per borrower now (max over outstanding grants). */
+  readonly reserved: Readonly<Record<string, number>>;
+  /** Units of the latest outstanding grant per borrower. */
+  readonly current: Readonly<Record<string, number>>;
+  /** Loans this region uses now. */
+  readonly inUse: readonly InboundLoan[];
+}
+
+export interface DaemonStore {
+  /** Up to `max` keys (`tenant|resource`) changed since the last drain. */
+  drainDirty(max: number): Promise<string[]>;
+  /** A slice of all keys, for the slow anti-entropy sweep (cursor "0" starts and ends a pass). */
+  sweepKeys(cursor: string, count: number): Promise<{ cursor: string; keys: string[] }>;
+  readKey(policy: KeyPolicy): Promise<KeyState>;
+  /**
+   * Merges what peers told us: counter entries by max, loans granted to this
+   * region (settling the bucket first), returns of loans this region granted.
+   */
+  mergeRemote(policy: KeyPolicy, record: KeyRecord): Promise<void>;
+  /** Grants or renews a loan of `units` to `borrower`; null when refused (floor, recovery, headroom). */
+  grantLoan(policy: KeyPolicy, borrower: string, units: number): Promise<Loan | null>;
+  /** Returns lender's loan `seq` early: stops using it, durably, before the lender is told. */
+  returnLoan(policy: KeyPolicy, lender: string, seq: number): Promise<ReturnedMark | null>;
+  close(): Promise<void>;
+}
