@@ -1,0 +1,19 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { ERRORS } from "../src/index.js";
+
+const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+
+describe("error catalog", () => {
+  it("every code is documented in README.md with its status, and nothing else is", () => {
+    const documented = new Map<string, number>();
+    for (const m of readme.matchAll(/^\| `(GQ_ERR_[A-Z_]+)` \| (\d{3}) \|/gm))
+      documented.set(m[1]!, Number(m[2]));
+    const catalog = new Map(Object.entries(ERRORS).map(([code, e]) => [code, e.statusCode as number]));
+    expect(documented).toEqual(catalog);
+  });
+
+  it("codes are stable identifiers", () => {
+    for (const code of Object.keys(ERRORS)) expect(code).toMatch(/^GQ_ERR_[A-Z_]+$/);
+  });
+});

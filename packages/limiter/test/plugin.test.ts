@@ -1,0 +1,104 @@
+import Fastify, { type FastifyInstance } from "fastify";
+import { afterEach, describe, expect, it } from "vitest";
+import { geoquotaRateLimit, Limiter } from "../src/index.js";
+import { testConfig, testPolicies } from "./helpers/config.js";
+import { FakeStore } from "./helpers/fake-store.js";
+
+let app: FastifyInstance | undefined;
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+});
+
+async function userApp(options: Partial<Parameters<typeof geoquotaRateLimit>[1]> = {}, patch = {}) {
+  const store = new FakeStore();
+  const limiter = new Limiter({ store, config: testConfig(patch), policies: testPolicies() });
+  app = Fastify({ logger: false, trustProxy: true });
+  await app.register(geoquotaRateLimit, { limiter, ...options });
+  app.get("/free", { config: { rateLimit: false } }, async () => ({ ok: true }));
+  app.get("/by-ip", { config: { rateLimit: { resource: "search" } } }, async () => ({ ok: true }));
+  app.post(
+    "/expensive",
+    { config: { rateLimit: { resource: "payments_checkout", cost: 2, key: { header: "x-tenant-id" } } } },
+    async () => ({ ok: true }),
+  );
+  app.get(
+    "/custom",
+    {
+      config: {
+        rateLimit: { resource: "api", key: (req) => String(req.query && (req.query as { u?: string }).u) },
+      },
+    },
+    async () => ({ ok: true }),
+  );
+  app.get("/global", async () => ({ ok: true }));
+  return { app, store };
+}
+
+describe("Fastify plugin on users' routes", () => {
+  it("keys by aggregated client IP: one /24 shares a bucket", async () => {
+    const { app } = await userApp();
+    // Default policy: C = 5, this region's slice 1.67 tokens.
+    const hit = (ip: string) =>
+      app.inject({ method: "GET", url: "/by-ip", headers: { "x-forwarded-for": ip } });
+    expect((await hit("198.51.100.1")).statusCode).toBe(200);
+    const denied = await hit("198.51.100.200");
+    expect(denied.statusCode).toBe(429);
+    expect(denied.json()).toMatchObject({
+      code: "GQ_ERR_RATE_LIMITED",
+      allowed: false,
+      limit: 5,
+      region: "us-east",
+    });
+    expect(denied.headers["retry-after"]).toBeDefined();
+    expect(denied.headers["ratelimit-limit"]).toBe("5");
+    expect((await hit("198.51.101.1")).statusCode).toBe(200);
+  });
+
+  it("per-route cost and tenant header; opt-out routes are untouched", async () => {
+    const { app } = await userApp();
+    const post = () =>
+      app.inject({ method: "POST", url: "/expensive", headers: { "x-tenant-id": "cust_free_1018" } });
+    // Slice 3.33 tokens, cost 2 each.
+    expect((await post()).statusCode).toBe(200);
+    const second = await post();
+    expect(second.statusCode).toBe(429);
+    expect(second.headers["x-ratelimit-remaining"]).toBe("1");
+    const free = await app.inject({ method: "GET", url: "/free" });
+    expect(free.statusCode).toBe(200);
+    expect(free.headers["ratelimit-limit"]).toBeUndefined();
+  });
+
+  it("custom key function; invalid keys are a 400 naming the field", async () => {
+    const { app } = await userApp();
+    expect((await app.inject({ method: "GET", url: "/custom?u=alice" })).statusCode).toBe(200);
+    const bad = await app.inject({ method: "GET", url: "/custom?u=a:b" });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toMatchObject({ code: "GQ_ERR_INVALID_KEY" });
+  });
+
+  it("global options apply to routes without their own config; keys are hashed when configured", async () => {
+    const { app, store } = await userApp(
+      { global: { resource: "everything" } },
+      { keyHashSecret: "hash-secret-0123456789" },
+    );
+    const r = await app.inject({
+      method: "GET",
+      url: "/global",
+      headers: { "x-forwarded-for": "192.0.2.9" },
+    });
+    expect(r.statusCode).toBe(200);
+    expect(r.headers["ratelimit-limit"]).toBe("5");
+    // The store never sees the raw subnet, only its HMAC.
+    const sent = store.calls.length;
+    expect(sent).toBe(1);
+    const view = await store.inspect({
+      tenant: "ip4-192.0.2.0-24",
+      resource: "everything",
+      limit: { algorithm: "token_bucket", capacity: 5, refillPerSecond: 1 },
+      baseShare: 333_333,
+      floorShare: 0,
+    });
+    expect(view.counters.admitted["us-east.1"]).toBe(0);
+  });
+});
