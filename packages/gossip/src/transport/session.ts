@@ -42,10 +42,11 @@ function runSession(
   ctx: SessionContext,
   start: (api: SessionApi) => Step,
   done: (r: SessionResult) => void,
+  knownPeer: string | null,
 ): void {
   const tracker = new CloseTracker(ws);
   let finished = false;
-  let peer: string | null = null;
+  let peer = knownPeer;
 
   const detach = () => {
     clearTimeout(timer);
@@ -150,6 +151,7 @@ export function acceptSession(ws: WebSocket, ctx: AcceptContext, done: (r: Sessi
       };
     },
     done,
+    null,
   );
 }
 
@@ -163,7 +165,6 @@ export function dialSession(ws: WebSocket, ctx: DialContext, done: (r: SessionRe
     ws,
     ctx,
     (api) => {
-      api.setPeer(ctx.peer);
       const dialerNonce = newNonce();
       api.send(encodeHello({ v: ctx.version, from: ctx.self, to: ctx.peer, n: dialerNonce }));
       let authenticated = false;
@@ -195,5 +196,6 @@ export function dialSession(ws: WebSocket, ctx: DialContext, done: (r: SessionRe
       };
     },
     done,
+    ctx.peer,
   );
 }
