@@ -1,1 +1,91 @@
-export {};
+// @geoquota/lease: the pure reference model of a region's quota state (share
+// function, piecewise lazy refill, checks, leases, loans, recovery). No I/O:
+// every operation takes the time the Redis script would read from TIME.
+export {
+  type BucketHash,
+  type KeyState,
+  type LogEntry,
+  type RegionState,
+  type WindowHash,
+  emptyKeyState,
+} from "./state.js";
+export {
+  applyShareChange,
+  ensureMarker,
+  type LiveBucket,
+  liveCapacity,
+  liveRate,
+  loadBucket,
+  scheduleFor,
+  shareInputs,
+  storeBucket,
+} from "./bucket.js";
+export {
+  formatMarker,
+  freshIncarnation,
+  type Incarnation,
+  newIncarnation,
+  parseMarker,
+  recoveryEndUs,
+  replicaId,
+} from "./marker.js";
+export {
+  acquireLease,
+  check,
+  checkCompound,
+  type CheckOutcome,
+  type CompoundItem,
+  counterField,
+  type LeaseOutcome,
+  peek,
+  refund,
+  releaseLease,
+  startsEmpty,
+} from "./ops.js";
+export {
+  type GrantOutcome,
+  type GrantRefusal,
+  grantLoan,
+  lendable,
+  mergeRemote,
+  pruneLoans,
+  type ReceivedLoan,
+  receiveReturn,
+  returnLoan,
+} from "./loans.js";
+export {
+  capacityOf,
+  fullRefillUs,
+  rateOf,
+  refillPiece,
+  type Settled,
+  settle,
+  tatFromTokens,
+  tokensFromTat,
+} from "./refill.js";
+export {
+  buildSchedule,
+  emptyLoanBook,
+  leaseBreakpoints,
+  type LoanBook,
+  loanUsable,
+  outstandingAt,
+  reservedAt,
+  type Schedule,
+  type SchedulePoint,
+  type ShareInputs,
+  shareAt,
+  shareBreakpoints,
+} from "./share.js";
+export {
+  type Algorithm,
+  isRateAlgorithm,
+  type KeyLimit,
+  type LeaseHold,
+  type LoanEntry,
+  policyVersion,
+  SHARE_UNITS,
+  type Timing,
+  US_PER_SECOND,
+} from "./types.js";
+export { decideWindow, logEntryCost, refundWindow, sliceLimit, type WindowOutcome } from "./windows.js";

@@ -1,0 +1,51 @@
+-- loan_grant.lua (lender): lends `units` ppm of this region's own base to `borrower` until now + D.
+-- Refused while recovering (it may have forgotten loans), for window algorithms, to itself, and
+-- when the region would fall below its floor (borrowed units never count: trap 3). seq =
+-- max(now, last seq + 1), so it keeps increasing across a state loss. Settles first (trap 11).
+-- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z
+-- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
+--       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 borrower,
+--       14 units, 15 durationUs
+-- Returns: {ok 0|1, reason ('' | recovering | algorithm | units | floor | self), units, deadlineUs,
+--           seq, nowUs}
+local now = now_us()
+local P = read_policy(ARGV, 1)
+local borrower, units, dur = ARGV[13], tonumber(ARGV[14]), tonumber(ARGV[15])
+local marker = ensure_marker(KEYS[1], now)
+local _, born = marker_parts(marker)
+local function refuse(reason)
+  return { 0, reason, 0, 0, 0, now }
+end
+if borrower == ARGV[1] then return refuse('self') end
+if now < rec_end(born, P) then return refuse('recovering') end
+if not P.rate_alg then return refuse('algorithm') end
+if not units or units <= 0 or units ~= math.floor(units) then return refuse('units') end
+local book = read_book(KEYS[5])
+local current = reserved_at(book.out[borrower], now, P.eps)
+local needed = units
+if current > needed then needed = current end
+local others = 0
+for b, list in pairs(book.out) do
+  if b ~= borrower then others = others + reserved_at(list, now, P.eps) end
+end
+if needed > P.base - others - P.floor then return refuse('floor') end
+local B = load_bucket(KEYS[3], KEYS[5], KEYS[6], P, marker, born, now)
+B.book = B.book or book
+book = B.book
+drop_lapsed(book, now, P.eps)
+local seq = book.sq + 1
+if now > book.sq then seq = now end
+local loan = { u = units, d = now + dur, s = seq }
+book.sq = seq
+book.granted[borrower] = loan
+local stair = {}
+for _, e in ipairs(book.out[borrower] or {}) do
+  if e.u > loan.u or e.d > loan.d then stair[#stair + 1] = e end
+end
+stair[#stair + 1] = loan
+book.out[borrower] = stair
+apply_share_change(B, P, now)
+store_bucket(B, P)
+write_book(KEYS[5], book, P, now)
+mark_dirty(KEYS[2], P.member, P.ttl)
+return { 1, '', units, loan.d, seq, now }

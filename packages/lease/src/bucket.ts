@@ -1,0 +1,115 @@
+// Rate-algorithm bucket operations shared by every script that touches `P:b`:
+// load (create or discard per DESIGN §4), settle, store. Mirrors lua/lib.lua.
+import { newIncarnation, parseMarker, recoveryEndUs } from "./marker.js";
+import { capacityOf, fullRefillUs, rateOf, settle, tatFromTokens, tokensFromTat } from "./refill.js";
+import { buildSchedule, type Schedule, type ShareInputs } from "./share.js";
+import type { KeyState, RegionState } from "./state.js";
+import { type KeyLimit, policyVersion, type Timing } from "./types.js";
+
+/** Reads the marker, creating a new incarnation born now when it is missing. */
+export function ensureMarker(region: RegionState, nowUs: number): string {
+  if (region.marker === undefined) region.marker = newIncarnation(nowUs);
+  return region.marker;
+}
+
+export function shareInputs(key: KeyState, limit: KeyLimit, timing: Timing, marker: string): ShareInputs {
+  return {
+    baseShare: limit.baseShare,
+    floorShare: limit.floorShare,
+    recoveryEndUs: recoveryEndUs(parseMarker(marker).bornUs, timing),
+    epsilonUs: timing.epsilonUs,
+    book: key.book,
+  };
+}
+
+/** A bucket settled to now, ready for a decision. */
+export interface LiveBucket {
+  tokens: number;
+  tsUs: number;
+  schedule: Schedule;
+  readonly marker: string;
+  readonly recovering: boolean;
+  /** True when the stored hash was missing or discarded (a write must store everything). */
+  readonly rebuilt: boolean;
+}
+
+export function scheduleFor(key: KeyState, limit: KeyLimit, timing: Timing, marker: string, nowUs: number) {
+  return buildSchedule(shareInputs(key, limit, timing, marker), [...key.leases.values()], nowUs);
+}
+
+/**
+ * Loads `P:b` and settles it to `nowUs`. A missing bucket, or one of another
+ * incarnation, is created now: empty before recoveryEnd + C/r (it may have
+ * been empty before the state loss), full after. A bucket of another policy
+ * restarts empty (its tokens were counted in other units).
+ */
+export function loadBucket(
+  region: RegionState,
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  nowUs: number,
+): LiveBucket {
+  const marker = ensureMarker(region, nowUs);
+  const recEnd = recoveryEndUs(parseMarker(marker).bornUs, timing);
+  const recovering = nowUs < recEnd;
+  const b = key.bucket;
+  const C = limit.capacity;
+  const R = limit.refillPerSecond;
+  if (b !== undefined && b.inc === marker && b.pv === policyVersion(limit)) {
+    const sc = b.schedule;
+    const tokens =
+      limit.algorithm === "gcra"
+        ? tokensFromTat(b.value, b.tsUs, capacityOf(C, sc.share, sc.outstanding), rateOf(R, sc.share))
+        : b.value;
+    const s = settle(tokens, b.tsUs, sc, C, R, nowUs);
+    return { tokens: s.tokens, tsUs: s.tsUs, schedule: s.schedule, marker, recovering, rebuilt: false };
+  }
+  const schedule = scheduleFor(key, limit, timing, marker, nowUs);
+  let tokens = 0;
+  const samePolicyMissing = b === undefined || b.inc !== marker;
+  if (samePolicyMissing && nowUs >= recEnd + fullRefillUs(C, R)) {
+    tokens = capacityOf(C, schedule.share, schedule.outstanding);
+  }
+  return { tokens, tsUs: nowUs, schedule, marker, recovering, rebuilt: true };
+}
+
+/** Stores a live bucket back into `P:b` (GCRA as a TAT). */
+export function storeBucket(key: KeyState, live: LiveBucket, limit: KeyLimit): void {
+  const sc = live.schedule;
+  const value =
+    limit.algorithm === "gcra"
+      ? tatFromTokens(
+          live.tokens,
+          live.tsUs,
+          capacityOf(limit.capacity, sc.share, sc.outstanding),
+          rateOf(limit.refillPerSecond, sc.share),
+        )
+      : live.tokens;
+  key.bucket = { value, tsUs: live.tsUs, inc: live.marker, pv: policyVersion(limit), schedule: sc };
+}
+
+/**
+ * After a share or lease change at `nowUs` (the bucket already settled up to
+ * now at the old schedule): rebuild the schedule from the records and clamp
+ * the tokens to the new capacity (DESIGN §3: tokens never jump up).
+ */
+export function applyShareChange(
+  live: LiveBucket,
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  nowUs: number,
+): void {
+  live.schedule = scheduleFor(key, limit, timing, live.marker, nowUs);
+  const cap = capacityOf(limit.capacity, live.schedule.share, live.schedule.outstanding);
+  live.tokens = Math.min(cap, live.tokens);
+}
+
+export function liveCapacity(live: LiveBucket, limit: KeyLimit): number {
+  return capacityOf(limit.capacity, live.schedule.share, live.schedule.outstanding);
+}
+
+export function liveRate(live: LiveBucket, limit: KeyLimit): number {
+  return rateOf(limit.refillPerSecond, live.schedule.share);
+}

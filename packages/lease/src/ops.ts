@@ -1,0 +1,255 @@
+// The per-key operations, with exactly the semantics of the Lua scripts (each
+// function names its script). Every function mutates the `RegionState` and
+// `KeyState` it is given and does no I/O: the caller supplies `nowUs`, as the
+// script reads it from Redis TIME.
+import {
+  applyShareChange,
+  ensureMarker,
+  type LiveBucket,
+  liveCapacity,
+  liveRate,
+  loadBucket,
+  storeBucket,
+} from "./bucket.js";
+import { parseMarker, replicaId } from "./marker.js";
+import { fullRefillUs } from "./refill.js";
+import type { KeyState, RegionState } from "./state.js";
+import { type KeyLimit, isRateAlgorithm, type Timing } from "./types.js";
+import { decideWindow, refundWindow } from "./windows.js";
+
+export interface CheckOutcome {
+  readonly allowed: boolean;
+  /** Rate algorithms: tokens after the decision (may be < 0 under a lease debt); windows: cost still admissible. */
+  readonly remaining: number;
+  /** The share used, ppm (windows: the base share; 0 while exhausted by recovery). */
+  readonly share: number;
+  /** Capacity of the slice now (rate: C·s/U − leased; windows: the slice per window). */
+  readonly capacity: number;
+  /** Refill per second of the slice (windows: 0). */
+  readonly ratePerSecond: number;
+  /** Windows: µs until the window constraint relaxes; rate algorithms: 0. */
+  readonly resetUs: number;
+  readonly recovering: boolean;
+  readonly nowUs: number;
+}
+
+function bump(key: KeyState, field: string, by: number): void {
+  key.counters.set(field, (key.counters.get(field) ?? 0) + by);
+}
+
+export function counterField(kind: "p" | "n" | "d", region: RegionState, marker: string): string {
+  return `${kind}|${replicaId(region.region, marker)}`;
+}
+
+interface Prepared {
+  readonly outcome: CheckOutcome;
+  readonly commit: () => void;
+  readonly marker: string;
+}
+
+function prepare(
+  region: RegionState,
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  cost: number,
+  nowUs: number,
+): Prepared {
+  if (isRateAlgorithm(limit.algorithm)) {
+    const live = loadBucket(region, key, limit, timing, nowUs);
+    const allowed = live.tokens >= cost;
+    const outcome: CheckOutcome = {
+      allowed,
+      remaining: allowed ? live.tokens - cost : live.tokens,
+      share: live.schedule.share,
+      capacity: liveCapacity(live, limit),
+      ratePerSecond: liveRate(live, limit),
+      resetUs: 0,
+      recovering: live.recovering,
+      nowUs,
+    };
+    const commit = () => {
+      live.tokens -= cost;
+      storeBucket(key, live, limit);
+    };
+    return { outcome, commit, marker: live.marker };
+  }
+  const w = decideWindow(region, key, limit, timing, cost, nowUs);
+  const outcome: CheckOutcome = {
+    allowed: w.allowed,
+    remaining: w.remaining,
+    share: w.recovering ? 0 : limit.baseShare,
+    capacity: w.limit,
+    ratePerSecond: 0,
+    resetUs: w.resetUs,
+    recovering: w.recovering,
+    nowUs,
+  };
+  return { outcome, commit: w.commit, marker: region.marker ?? "" };
+}
+
+/** lua/check.lua: admit `cost` or deny; a denial changes nothing but the denied counter. */
+export function check(
+  region: RegionState,
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  cost: number,
+  nowUs: number,
+): CheckOutcome {
+  const p = prepare(region, key, limit, timing, cost, nowUs);
+  if (p.outcome.allowed) {
+    p.commit();
+    bump(key, counterField("p", region, p.marker), cost);
+  } else {
+    bump(key, counterField("d", region, p.marker), cost);
+  }
+  return p.outcome;
+}
+
+export interface CompoundItem {
+  readonly key: KeyState;
+  readonly limit: KeyLimit;
+  readonly cost: number;
+}
+
+/** lua/check_compound.lua: all limits admit, or none changes (each denied counter grows). Keys distinct. */
+export function checkCompound(
+  region: RegionState,
+  items: readonly CompoundItem[],
+  timing: Timing,
+  nowUs: number,
+): { allowed: boolean; parts: CheckOutcome[]; failedIndex: number } {
+  const prepared = items.map((it) => prepare(region, it.key, it.limit, timing, it.cost, nowUs));
+  const failedIndex = prepared.findIndex((p) => !p.outcome.allowed);
+  const allowed = failedIndex < 0;
+  prepared.forEach((p, i) => {
+    const it = items[i] as CompoundItem;
+    if (allowed) {
+      p.commit();
+      bump(it.key, counterField("p", region, p.marker), it.cost);
+    } else {
+      bump(it.key, counterField("d", region, p.marker), it.cost);
+    }
+  });
+  return { allowed, parts: prepared.map((p) => p.outcome), failedIndex };
+}
+
+/** lua/refund.lua: gives `cost` back (clamped to the capacity; windows: to 0 used). */
+export function refund(
+  region: RegionState,
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  cost: number,
+  nowUs: number,
+): CheckOutcome {
+  if (isRateAlgorithm(limit.algorithm)) {
+    const live = loadBucket(region, key, limit, timing, nowUs);
+    live.tokens = Math.min(liveCapacity(live, limit), live.tokens + cost);
+    storeBucket(key, live, limit);
+    bump(key, counterField("n", region, live.marker), cost);
+    return {
+      allowed: true,
+      remaining: live.tokens,
+      share: live.schedule.share,
+      capacity: liveCapacity(live, limit),
+      ratePerSecond: liveRate(live, limit),
+      resetUs: 0,
+      recovering: live.recovering,
+      nowUs,
+    };
+  }
+  refundWindow(region, key, limit, cost, nowUs);
+  bump(key, counterField("n", region, ensureMarker(region, nowUs)), cost);
+  return { ...peek(region, key, limit, timing, nowUs), allowed: true };
+}
+
+/** lua/inspect.lua's decision part: the state settled to now, nothing written (cost 0). */
+export function peek(
+  region: RegionState,
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  nowUs: number,
+): CheckOutcome {
+  return prepare(region, key, limit, timing, 0, nowUs).outcome;
+}
+
+export interface LeaseOutcome {
+  readonly granted: number;
+  readonly expiryUs: number;
+  readonly nowUs: number;
+}
+
+/**
+ * lua/lease_acquire.lua (token bucket only): takes up to `tokens` (whole
+ * tokens, at most ⌊bucket⌋) out of the bucket. They stay counted against the
+ * capacity (tokens + outstanding ≤ capacity) until released or expired; an
+ * expired lease counts as used.
+ */
+export function acquireLease(
+  region: RegionState,
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  leaseId: string,
+  tokens: number,
+  durationUs: number,
+  nowUs: number,
+): LeaseOutcome {
+  const live = loadBucket(region, key, limit, timing, nowUs);
+  let granted = Math.min(tokens, Math.floor(live.tokens));
+  if (granted < 0 || key.leases.has(leaseId)) granted = 0;
+  const expiryUs = nowUs + durationUs;
+  if (granted > 0) {
+    live.tokens -= granted;
+    key.leases.set(leaseId, { tokens: granted, expiryUs });
+    bump(key, counterField("p", region, live.marker), granted);
+  }
+  pruneLeases(key, nowUs);
+  applyShareChange(live, key, limit, timing, nowUs);
+  storeBucket(key, live, limit);
+  return { granted, expiryUs, nowUs };
+}
+
+function pruneLeases(key: KeyState, nowUs: number): void {
+  for (const [id, l] of key.leases) if (nowUs >= l.expiryUs) key.leases.delete(id);
+}
+
+/** lua/lease_release.lua: `used` of the lease is consumed, the rest goes back (not after expiry). */
+export function releaseLease(
+  region: RegionState,
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  leaseId: string,
+  used: number,
+  nowUs: number,
+): { returned: number; nowUs: number } {
+  const live = loadBucket(region, key, limit, timing, nowUs);
+  const lease = key.leases.get(leaseId);
+  let returned = 0;
+  if (lease !== undefined && nowUs < lease.expiryUs) {
+    const u = used < 0 ? 0 : used > lease.tokens ? lease.tokens : used;
+    returned = lease.tokens - u;
+    live.tokens += returned;
+    if (returned > 0) bump(key, counterField("n", region, live.marker), returned);
+  }
+  key.leases.delete(leaseId);
+  pruneLeases(key, nowUs);
+  applyShareChange(live, key, limit, timing, nowUs);
+  storeBucket(key, live, limit);
+  return { returned, nowUs };
+}
+
+/** Whether a bucket created now starts empty (DESIGN §4). */
+export function startsEmpty(marker: string, limit: KeyLimit, timing: Timing, nowUs: number): boolean {
+  const born = parseMarker(marker).bornUs;
+  return (
+    nowUs <
+    born + timing.loanDurationUs + 2 * timing.epsilonUs + fullRefillUs(limit.capacity, limit.refillPerSecond)
+  );
+}
+
+export type { LiveBucket };

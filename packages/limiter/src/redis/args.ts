@@ -1,0 +1,94 @@
+// Builds the per-key KEYS and the policy part of ARGV shared by every per-key
+// script (lua/lib.lua read_policy), cached per policy object.
+import { type KeyLimit, policyVersion } from "@geoquota/lease";
+import type { KeyPolicy, LeaseTiming } from "../types.js";
+import { RedisStoreError } from "./errors.js";
+import { assertName, DIRTY_KEY, dirtyMember, keyNames, MARKER_KEY } from "./keys.js";
+
+export interface KeyArgs {
+  /** gq:inc, gq:dirty, P:b, P:c, P:l, P:k, P:z */
+  readonly keys: readonly string[];
+  /** The five per-key names (compound check). */
+  readonly itemKeys: readonly string[];
+  /** ARGV 2..12 (after the region). */
+  readonly policyArgv: readonly (string | number)[];
+  readonly ttlMs: number;
+}
+
+export function keyLimit(policy: KeyPolicy): KeyLimit {
+  const l = policy.limit;
+  return {
+    algorithm: l.algorithm,
+    capacity: l.capacity,
+    refillPerSecond: l.refillPerSecond,
+    ...(l.windowMs !== undefined ? { windowMs: l.windowMs } : {}),
+    baseShare: policy.baseShare,
+    floorShare: policy.floorShare,
+  };
+}
+
+const IDLE_TTL_WITHOUT_REFILL_MS = 24 * 3600 * 1000;
+
+/**
+ * TTL of P:b / P:c (DESIGN §4): ≥ full-refill time C/r + D + ε, so expiry
+ * never forgets an outstanding loan's effect and a bucket recreated after
+ * expiry would have been full anyway. We add 2ε more (a borrower's view of a
+ * deadline may be 2ε late) and one second of slack. Window keys need two
+ * windows (the sliding counter reads the previous one).
+ */
+export function ttlMs(policy: KeyPolicy, timing: LeaseTiming): number {
+  const l = policy.limit;
+  const lease = Math.ceil((timing.loanDurationUs + 3 * timing.epsilonUs) / 1000) + 1000;
+  if (l.algorithm === "token_bucket" || l.algorithm === "gcra") {
+    if (!(l.refillPerSecond > 0)) return IDLE_TTL_WITHOUT_REFILL_MS + lease;
+    return Math.ceil((l.capacity / l.refillPerSecond) * 1000) + lease;
+  }
+  return 2 * windowMs(policy) + lease;
+}
+
+export function windowMs(policy: KeyPolicy): number {
+  return policy.limit.windowMs ?? 1000;
+}
+
+/** A per-store builder: its cache is keyed by policy object, valid for one timing. */
+export function keyArgsBuilder(timing: LeaseTiming): (policy: KeyPolicy) => KeyArgs {
+  const cache = new WeakMap<KeyPolicy, KeyArgs>();
+  return (policy) => keyArgs(policy, timing, cache);
+}
+
+function keyArgs(policy: KeyPolicy, timing: LeaseTiming, cache: WeakMap<KeyPolicy, KeyArgs>): KeyArgs {
+  const hit = cache.get(policy);
+  if (hit) return hit;
+  assertName("tenant", policy.tenant);
+  assertName("resource", policy.resource);
+  const l = policy.limit;
+  if (!(l.capacity >= 0) || !(l.refillPerSecond >= 0) || !(windowMs(policy) > 0)) {
+    throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `limit of ${policy.tenant}/${policy.resource}`);
+  }
+  const item = keyNames(policy.tenant, policy.resource);
+  const ttl = ttlMs(policy, timing);
+  const out: KeyArgs = {
+    keys: [MARKER_KEY, DIRTY_KEY, ...item],
+    itemKeys: item,
+    policyArgv: [
+      l.algorithm,
+      String(l.capacity),
+      String(l.refillPerSecond),
+      windowMs(policy) * 1000,
+      policy.baseShare,
+      policy.floorShare,
+      policyVersion(keyLimit(policy)),
+      timing.epsilonUs,
+      timing.loanDurationUs,
+      ttl,
+      dirtyMember(policy.tenant, policy.resource),
+    ],
+    ttlMs: ttl,
+  };
+  cache.set(policy, out);
+  return out;
+}
+
+export function assertCost(cost: number): void {
+  if (!Number.isFinite(cost) || cost < 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `cost ${cost}`);
+}

@@ -1,0 +1,22 @@
+// Error catalog of the Redis store. Expected outcomes (denials, refused
+// grants) are values; these are thrown only on misuse or on a broken install.
+export const RedisStoreErrors = {
+  GQ_ERR_SCRIPT_HEADER:
+    "a lua/*.lua header disagrees with its TypeScript binding (keys or arguments drifted)",
+  GQ_ERR_SCRIPT_REPLY: "a script returned a reply of unexpected shape",
+  GQ_ERR_BAD_ARGUMENT: "an argument is out of range (cost, tokens, units, duration, count)",
+  GQ_ERR_BAD_NAME: "a tenant, resource or region id does not match ^[A-Za-z0-9_.-]{1,128}$",
+  GQ_ERR_COMPOUND_DUPLICATE: "a compound check names the same (tenant, resource) twice",
+  GQ_ERR_LEASE_ALGORITHM: "in-process leases exist only for the token bucket",
+} as const;
+
+export type RedisStoreErrorCode = keyof typeof RedisStoreErrors;
+
+export class RedisStoreError extends Error {
+  readonly code: RedisStoreErrorCode;
+  constructor(code: RedisStoreErrorCode, detail: string) {
+    super(`${code}: ${RedisStoreErrors[code]}: ${detail}`);
+    this.name = "RedisStoreError";
+    this.code = code;
+  }
+}

@@ -1,0 +1,161 @@
+// The daemon's side of the store: loans, merges, returns and the change feed.
+// Loan times all come from this region's Redis TIME (trap 7).
+import type { Redis } from "ioredis";
+import type { KeyPolicy, LeaseTiming, LoanRecord } from "../types.js";
+import { type KeyArgs, keyArgsBuilder } from "./args.js";
+import { num, str } from "./decode.js";
+import { RedisStoreError } from "./errors.js";
+import { assertName, DIRTY_KEY, parseDirtyMember } from "./keys.js";
+import { durabilityWaiter, ensureIncarnation } from "./replication.js";
+import { bindScripts, type ScriptCaller } from "./scripts.js";
+import { inspectKey, type KeyStateView } from "./store.js";
+
+export type GrantResult =
+  | {
+      readonly ok: true;
+      readonly loan: LoanRecord;
+      readonly nowUs: number;
+      /** False when the region has replicas and none acknowledged in time: do not ship the loan. */
+      readonly durable: boolean;
+    }
+  | {
+      readonly ok: false;
+      readonly reason: "recovering" | "algorithm" | "units" | "floor" | "self";
+      readonly nowUs: number;
+    };
+
+export interface GossipStore {
+  readonly region: string;
+  /** The marker `<id>:<bornUs>` (created, in recovery, if missing). */
+  currentIncarnation(): Promise<{ marker: string; id: string; bornUs: number; nowUs: number }>;
+  /** Lends `units` ppm of this region's base to `borrower` until now + duration (default D). */
+  grantLoan(policy: KeyPolicy, borrower: string, units: number, durationUs?: number): Promise<GrantResult>;
+  /** Merges loans addressed to this region and remote counter entries (`p|r.i` → value, max). */
+  mergeRemote(
+    policy: KeyPolicy,
+    loans: readonly LoanRecord[],
+    counters: Readonly<Record<string, number>>,
+  ): Promise<{ loansChanged: number; countersChanged: number; nowUs: number }>;
+  /** Returns early the loan held from `lender`; send `seq` to the lender only if `durable`. */
+  returnLoan(policy: KeyPolicy, lender: string): Promise<{ seq: number; nowUs: number; durable: boolean }>;
+  /** The lender's side of a return. */
+  receiveReturn(
+    policy: KeyPolicy,
+    borrower: string,
+    seq: number,
+  ): Promise<{ dropped: number; nowUs: number }>;
+  /** Pops up to `max` changed keys from the change feed. */
+  drainDirty(max: number): Promise<{ nowUs: number; keys: { tenant: string; resource: string }[] }>;
+  /** Everything the region holds for one key (counters, loans, leases, share), read-only. */
+  readKeyState(policy: KeyPolicy): Promise<KeyStateView>;
+}
+
+export interface GossipStoreOptions {
+  readonly redis: Redis;
+  readonly region: string;
+  readonly timing: LeaseTiming;
+  /** WAIT timeout for grant and return durability, ms. Default 100. */
+  readonly waitTimeoutMs?: number;
+}
+
+const MAX_DRAIN = 10_000;
+
+export function createGossipStore(options: GossipStoreOptions): GossipStore {
+  const { redis, region, timing } = options;
+  assertName("region", region);
+  const scripts: ScriptCaller = bindScripts(redis);
+  const args: (p: KeyPolicy) => KeyArgs = keyArgsBuilder(timing);
+  const waitDurable = durabilityWaiter(redis, options.waitTimeoutMs ?? 100);
+
+  return {
+    region,
+
+    async currentIncarnation() {
+      const r = await ensureIncarnation(redis);
+      const at = r.marker.indexOf(":");
+      return {
+        marker: r.marker,
+        id: r.marker.slice(0, at),
+        bornUs: Number(r.marker.slice(at + 1)),
+        nowUs: r.nowUs,
+      };
+    },
+
+    async grantLoan(policy, borrower, units, durationUs = timing.loanDurationUs) {
+      assertName("borrower", borrower);
+      if (!(durationUs > 0) || !Number.isInteger(durationUs)) {
+        throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `loan duration ${durationUs} µs`);
+      }
+      const a = args(policy);
+      const r = await scripts.call("loanGrant", a.keys, [
+        region,
+        ...a.policyArgv,
+        borrower,
+        units,
+        durationUs,
+      ]);
+      const nowUs = num(r[5], "now");
+      if (num(r[0], "ok") !== 1) {
+        return { ok: false, reason: str(r[1], "reason") as "floor", nowUs };
+      }
+      const { durable } = await waitDurable();
+      const loan: LoanRecord = {
+        lender: region,
+        borrower,
+        units: num(r[2], "units"),
+        deadlineUs: num(r[3], "deadline"),
+        seq: num(r[4], "seq"),
+      };
+      return { ok: true, loan, nowUs, durable };
+    },
+
+    async mergeRemote(policy, loans, counters) {
+      const a = args(policy);
+      const argv: (string | number)[] = [region, ...a.policyArgv];
+      const mine = loans.filter((l) => l.borrower === region);
+      argv.push(mine.length);
+      for (const l of mine) {
+        assertName("lender", l.lender);
+        argv.push(l.lender, l.units, l.deadlineUs, l.seq);
+      }
+      const entries = Object.entries(counters).filter(([f, v]) => /^[pnd]\|/.test(f) && Number.isFinite(v));
+      argv.push(entries.length);
+      for (const [f, v] of entries) argv.push(f, String(v));
+      const r = await scripts.call("loanMerge", a.keys, argv);
+      return {
+        loansChanged: num(r[0], "loans"),
+        countersChanged: num(r[1], "counters"),
+        nowUs: num(r[2], "now"),
+      };
+    },
+
+    async returnLoan(policy, lender) {
+      assertName("lender", lender);
+      const a = args(policy);
+      const r = await scripts.call("loanReturn", a.keys, [region, ...a.policyArgv, lender]);
+      const seq = num(r[0], "seq");
+      const durable = seq > 0 ? (await waitDurable()).durable : true;
+      return { seq, nowUs: num(r[1], "now"), durable };
+    },
+
+    async receiveReturn(policy, borrower, seq) {
+      assertName("borrower", borrower);
+      const a = args(policy);
+      const r = await scripts.call("loanReturnReceived", a.keys, [region, ...a.policyArgv, borrower, seq]);
+      return { dropped: num(r[0], "dropped"), nowUs: num(r[1], "now") };
+    },
+
+    async drainDirty(max) {
+      if (!Number.isInteger(max) || max < 1 || max > MAX_DRAIN) {
+        throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `drain max ${max}`);
+      }
+      const r = await scripts.call("drainDirty", [DIRTY_KEY], [max]);
+      const members = Array.isArray(r[1]) ? r[1].map((m) => parseDirtyMember(str(m, "member"))) : [];
+      return { nowUs: num(r[0], "now"), keys: members };
+    },
+
+    readKeyState(policy) {
+      return inspectKey(scripts, args(policy), region);
+    },
+  };
+}

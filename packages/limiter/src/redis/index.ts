@@ -1,0 +1,27 @@
+// Public API of the Redis-backed store (re-exported by the limiter's index).
+export { ttlMs } from "./args.js";
+export { type RedisStoreErrorCode, RedisStoreError, RedisStoreErrors } from "./errors.js";
+export { createGossipStore, type GossipStore, type GossipStoreOptions, type GrantResult } from "./gossip.js";
+export { parseHeader, type ScriptHeader } from "./header.js";
+export { DIRTY_KEY, dirtyMember, keyNames, MARKER_KEY, REPLID_KEY } from "./keys.js";
+export {
+  checkPrimary,
+  durabilityWaiter,
+  ensureIncarnation,
+  initFreshRegion,
+  type MarkerResult,
+  type ReplicationInfo,
+  replicationInfo,
+  rotateIncarnation,
+} from "./replication.js";
+export { assertSpecMatchesHeader, bindScripts, luaSource, ScriptCaller, scriptSources } from "./scripts.js";
+export { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
+export {
+  createRedisStore,
+  type KeyStateView,
+  type RedisRegionStore,
+  type RedisStoreOptions,
+  type StoreCompoundDecision,
+  type StoreDecision,
+  toDecision,
+} from "./store.js";

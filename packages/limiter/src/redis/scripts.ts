@@ -1,0 +1,102 @@
+// Loads lua/*.lua (each prefixed with lua/lib.lua) into an ioredis client via
+// `defineCommand`: EVALSHA, with ioredis' fallback to EVAL on NOSCRIPT (so a
+// SCRIPT FLUSH or a restarted server is harmless). Never used inside MULTI,
+// where ioredis cannot fall back.
+import { readFileSync } from "node:fs";
+import type { Redis } from "ioredis";
+import { RedisStoreError } from "./errors.js";
+import { parseHeader } from "./header.js";
+import { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
+
+const LUA_DIR = new URL("../../../../lua/", import.meta.url);
+
+export function luaSource(file: string): string {
+  return readFileSync(new URL(file, LUA_DIR), "utf8");
+}
+
+/** Throws GQ_ERR_SCRIPT_HEADER when a script's header and its binding disagree. */
+export function assertSpecMatchesHeader(name: string, spec: ScriptSpec, source: string): void {
+  const h = parseHeader(source);
+  const same = (a: readonly string[], b: readonly string[]) =>
+    a.length === b.length && a.every((x, i) => x === b[i]);
+  const problems: string[] = [];
+  if (!same(h.keys, spec.keys)) problems.push(`KEYS ${h.keys.join(",")} ≠ ${spec.keys.join(",")}`);
+  if (!same(h.argv, spec.argv)) problems.push(`ARGV ${h.argv.join(",")} ≠ ${spec.argv.join(",")}`);
+  if (!same(h.itemKeys, spec.itemKeys ?? [])) problems.push(`item KEYS ${h.itemKeys.join(",")}`);
+  if (!same(h.itemArgv, spec.itemArgv ?? [])) problems.push(`item ARGV ${h.itemArgv.join(",")}`);
+  if (h.returns === "") problems.push("no Returns line");
+  if (problems.length > 0)
+    throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name}: ${problems.join("; ")}`);
+}
+
+let cachedSources: Map<ScriptName, string> | undefined;
+
+/** Script texts as sent to Redis (library + script), validated once per process. */
+export function scriptSources(): Map<ScriptName, string> {
+  if (cachedSources) return cachedSources;
+  const lib = luaSource("lib.lua");
+  const out = new Map<ScriptName, string>();
+  for (const [name, spec] of Object.entries(SCRIPTS) as [ScriptName, ScriptSpec][]) {
+    const body = luaSource(spec.file);
+    assertSpecMatchesHeader(name, spec, body);
+    // The script's own header first, so SCRIPT/SLOWLOG output names it.
+    out.set(name, `${body.slice(0, body.indexOf("\n"))}\n${lib}\n${body}`);
+  }
+  cachedSources = out;
+  return out;
+}
+
+type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
+
+const COMMAND_PREFIX = "gq_";
+
+/** Defines every script on `redis` (idempotent) and returns a caller checking arities. */
+export function bindScripts(redis: Redis): ScriptCaller {
+  const target = redis as unknown as Record<string, unknown>;
+  for (const [name, lua] of scriptSources()) {
+    const cmd = COMMAND_PREFIX + name;
+    if (typeof target[cmd] === "function") continue;
+    const spec: ScriptSpec = SCRIPTS[name];
+    const fixed = spec.itemKeys === undefined ? { numberOfKeys: spec.keys.length } : {};
+    redis.defineCommand(cmd, { lua, ...fixed });
+  }
+  return new ScriptCaller(redis);
+}
+
+export class ScriptCaller {
+  constructor(private readonly redis: Redis) {}
+
+  /** Runs a script; `keys` and `argv` must match its spec (the header) in length. */
+  async call(
+    name: ScriptName,
+    keys: readonly string[],
+    argv: readonly (string | number)[],
+  ): Promise<unknown[]> {
+    const spec: ScriptSpec = SCRIPTS[name];
+    const fn = (this.redis as unknown as Record<string, ScriptFn>)[COMMAND_PREFIX + name];
+    if (fn === undefined) throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name} not defined`);
+    let reply: unknown;
+    if (spec.itemKeys !== undefined) {
+      const items = (keys.length - spec.keys.length) / spec.itemKeys.length;
+      const itemArgv = spec.itemArgv?.length ?? 0;
+      if (!Number.isInteger(items) || argv.length !== spec.argv.length + items * itemArgv) {
+        throw new RedisStoreError(
+          "GQ_ERR_SCRIPT_HEADER",
+          `${name}: ${keys.length} keys, ${argv.length} args`,
+        );
+      }
+      reply = await fn.call(this.redis, keys.length, ...keys, ...argv);
+    } else {
+      const argOk = spec.variadicArgv ? argv.length >= spec.argv.length : argv.length === spec.argv.length;
+      if (keys.length !== spec.keys.length || !argOk) {
+        throw new RedisStoreError(
+          "GQ_ERR_SCRIPT_HEADER",
+          `${name}: ${keys.length} keys, ${argv.length} args`,
+        );
+      }
+      reply = await fn.call(this.redis, ...keys, ...argv);
+    }
+    if (!Array.isArray(reply)) throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
+    return reply;
+  }
+}

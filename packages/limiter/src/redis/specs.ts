@@ -1,0 +1,61 @@
+// The TypeScript side of each script's contract. A header parser compares
+// these lists with the `-- KEYS:` / `-- ARGV:` blocks of lua/*.lua at load
+// time and in a test, so the bindings cannot drift from the scripts.
+
+/** Per-key scripts: the 7 keys and the 12 leading arguments they all share. */
+export const KEY_SCRIPT_KEYS = ["gq:inc", "gq:dirty", "P:b", "P:c", "P:l", "P:k", "P:z"] as const;
+export const POLICY_ARGV = [
+  "algorithm",
+  "capacity",
+  "refillPerSecond",
+  "windowUs",
+  "baseShare",
+  "floorShare",
+  "policyVersion",
+  "epsilonUs",
+  "loanDurationUs",
+  "ttlMs",
+  "dirtyMember",
+] as const;
+
+export interface ScriptSpec {
+  readonly file: string;
+  /** Fixed KEYS, in order (names as the header writes them). */
+  readonly keys: readonly string[];
+  /** Fixed ARGV, in order. */
+  readonly argv: readonly string[];
+  /** Keys / arguments repeated per item after the fixed ones (compound check). */
+  readonly itemKeys?: readonly string[];
+  readonly itemArgv?: readonly string[];
+  /** Further arguments follow the fixed ones in a script-specific layout (loan_merge). */
+  readonly variadicArgv?: true;
+}
+
+const keyScript = (file: string, extra: readonly string[]): ScriptSpec => ({
+  file,
+  keys: KEY_SCRIPT_KEYS,
+  argv: ["region", ...POLICY_ARGV, ...extra],
+});
+
+export const SCRIPTS = {
+  check: keyScript("check.lua", ["cost"]),
+  refund: keyScript("refund.lua", ["cost"]),
+  checkCompound: {
+    file: "check_compound.lua",
+    keys: ["gq:inc", "gq:dirty"],
+    argv: ["region", "itemCount"],
+    itemKeys: ["P:b", "P:c", "P:l", "P:k", "P:z"],
+    itemArgv: [...POLICY_ARGV, "cost"],
+  },
+  leaseAcquire: keyScript("lease_acquire.lua", ["leaseId", "tokens", "durationUs"]),
+  leaseRelease: keyScript("lease_release.lua", ["leaseId", "used"]),
+  loanGrant: keyScript("loan_grant.lua", ["borrower", "units", "durationUs"]),
+  loanMerge: { ...keyScript("loan_merge.lua", ["loanCount"]), variadicArgv: true },
+  loanReturn: keyScript("loan_return.lua", ["lender"]),
+  loanReturnReceived: keyScript("loan_return_received.lua", ["borrower", "seq"]),
+  inspect: keyScript("inspect.lua", []),
+  drainDirty: { file: "drain_dirty.lua", keys: ["gq:dirty"], argv: ["max"] },
+  regionInit: { file: "region_init.lua", keys: ["gq:inc", "gq:rid"], argv: ["mode", "replid"] },
+} as const satisfies Record<string, ScriptSpec>;
+
+export type ScriptName = keyof typeof SCRIPTS;

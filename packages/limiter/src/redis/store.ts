@@ -1,0 +1,283 @@
+// The Redis-backed RegionStore: one EVALSHA per call against the region's
+// own Redis (G3). All times come from the scripts' Redis TIME.
+import { randomBytes } from "node:crypto";
+import type { Redis } from "ioredis";
+import type {
+  CompoundDecision,
+  Decision,
+  KeyPolicy,
+  Lease,
+  LeaseTiming,
+  LoanRecord,
+  QuotaView,
+  RegionStore,
+} from "../types.js";
+import { assertCost, type KeyArgs, keyArgsBuilder } from "./args.js";
+import { num, pairs, parseLoan, str } from "./decode.js";
+import { RedisStoreError } from "./errors.js";
+import { assertName } from "./keys.js";
+import { bindScripts, type ScriptCaller } from "./scripts.js";
+
+export interface RedisStoreOptions {
+  /** The region's Redis (this store never closes it unless `ownsConnection`). */
+  readonly redis: Redis;
+  readonly region: string;
+  readonly timing: LeaseTiming;
+  /** close() quits the connection too. Default false. */
+  readonly ownsConnection?: boolean;
+}
+
+/** A decision plus the raw slice figures the scripts return (tests replay them through the model). */
+export interface StoreDecision extends Decision {
+  /** Tokens (rate algorithms, may be < 0 under a lease debt) or admissible cost (windows) after the decision. */
+  readonly tokens: number;
+  /** Capacity of this region's slice now (rate: minus leased tokens; windows: per window). */
+  readonly capacity: number;
+  readonly ratePerSecond: number;
+}
+
+export interface StoreCompoundDecision extends CompoundDecision {
+  readonly parts: readonly StoreDecision[];
+  readonly nowUs: number;
+}
+
+export interface RedisRegionStore extends RegionStore {
+  check(policy: KeyPolicy, cost: number): Promise<StoreDecision>;
+  checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<StoreCompoundDecision>;
+  refund(policy: KeyPolicy, cost: number): Promise<StoreDecision>;
+  /** Returns what went back to the bucket (0 after expiry). */
+  releaseLeaseDetailed(
+    policy: KeyPolicy,
+    leaseId: string,
+    used: number,
+  ): Promise<{ returned: number; nowUs: number }>;
+}
+
+const MAX_LEASE_TOKENS = 1_000_000;
+
+/** Maps a decision reply (7 values from `off`, plus the cost asked). */
+export function toDecision(
+  policy: KeyPolicy,
+  r: readonly unknown[],
+  off: number,
+  nowUs: number,
+  cost: number,
+): StoreDecision {
+  const allowed = num(r[off], "allowed") === 1;
+  const tokens = num(r[off + 1], "remaining");
+  const share = num(r[off + 2], "share");
+  const capacity = num(r[off + 3], "capacity");
+  const rate = num(r[off + 4], "rate");
+  const recovering = num(r[off + 5], "recovering") === 1;
+  const resetUs = num(r[off + 6], "resetUs");
+  const remaining = tokens > 0 ? tokens : 0;
+  let resetSeconds: number;
+  let retryAfterSeconds: number;
+  if (rate > 0) {
+    resetSeconds = capacity > tokens ? (capacity - tokens) / rate : 0;
+    // Never admissible at this share: the full-refill time is the honest hint.
+    const fullRefill =
+      policy.limit.refillPerSecond > 0 ? policy.limit.capacity / policy.limit.refillPerSecond : 0;
+    retryAfterSeconds = allowed ? 0 : cost <= capacity ? (cost - tokens) / rate : fullRefill;
+  } else {
+    resetSeconds = resetUs / 1e6;
+    retryAfterSeconds = allowed ? 0 : resetUs / 1e6;
+  }
+  return {
+    allowed,
+    limit: policy.limit.capacity,
+    remaining,
+    resetSeconds,
+    retryAfterSeconds,
+    share,
+    nowUs,
+    recovering,
+    tokens,
+    capacity,
+    ratePerSecond: rate,
+  };
+}
+
+export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
+  const { redis, region, timing } = options;
+  assertName("region", region);
+  const scripts: ScriptCaller = bindScripts(redis);
+  const args: (p: KeyPolicy) => KeyArgs = keyArgsBuilder(timing);
+
+  const single = async (
+    name: "check" | "refund",
+    policy: KeyPolicy,
+    cost: number,
+  ): Promise<StoreDecision> => {
+    assertCost(cost);
+    const a = args(policy);
+    const r = await scripts.call(name, a.keys, [region, ...a.policyArgv, String(cost)]);
+    const nowUs = num(r[6], "now");
+    return toDecision(policy, [r[0], r[1], r[2], r[3], r[4], r[5], r[7]], 0, nowUs, cost);
+  };
+
+  return {
+    region,
+    check: (policy, cost) => single("check", policy, cost),
+    refund: (policy, cost) => single("refund", policy, cost),
+
+    async checkCompound(items) {
+      const seen = new Set<string>();
+      const keys: string[] = [];
+      const argv: (string | number)[] = [region, items.length];
+      for (const it of items) {
+        assertCost(it.cost);
+        const a = args(it.policy);
+        const id = `${it.policy.tenant}\u0000${it.policy.resource}`;
+        if (seen.has(id)) throw new RedisStoreError("GQ_ERR_COMPOUND_DUPLICATE", id.replace("\u0000", "/"));
+        seen.add(id);
+        if (keys.length === 0) keys.push(a.keys[0] as string, a.keys[1] as string);
+        keys.push(...a.itemKeys);
+        argv.push(...a.policyArgv, String(it.cost));
+      }
+      if (items.length === 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", "empty compound check");
+      const r = await scripts.call("checkCompound", keys, argv);
+      const nowUs = num(r[2], "now");
+      const parts = items.map((it, i) => toDecision(it.policy, r, 3 + 7 * i, nowUs, it.cost));
+      return { allowed: num(r[0], "allowed") === 1, failedIndex: num(r[1], "failed"), parts, nowUs };
+    },
+
+    async acquireLease(policy, tokens, durationMs): Promise<Lease> {
+      if (policy.limit.algorithm !== "token_bucket") {
+        throw new RedisStoreError("GQ_ERR_LEASE_ALGORITHM", policy.limit.algorithm);
+      }
+      if (!Number.isInteger(tokens) || tokens < 1 || tokens > MAX_LEASE_TOKENS) {
+        throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `lease tokens ${tokens}`);
+      }
+      // A lease may not outlive D: P:b's TTL (C/r + D + 3ε) must cover its expiry plus a refill.
+      if (!(durationMs > 0) || durationMs * 1000 > timing.loanDurationUs) {
+        throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `lease duration ${durationMs} ms (max D)`);
+      }
+      const a = args(policy);
+      const leaseId = randomBytes(8).toString("hex");
+      const r = await scripts.call("leaseAcquire", a.keys, [
+        region,
+        ...a.policyArgv,
+        leaseId,
+        tokens,
+        Math.floor(durationMs * 1000),
+      ]);
+      return {
+        leaseId,
+        granted: num(r[0], "granted"),
+        expiryUs: num(r[1], "expiry"),
+        nowUs: num(r[2], "now"),
+      };
+    },
+
+    async releaseLeaseDetailed(policy, leaseId, used) {
+      if (!Number.isFinite(used) || used < 0)
+        throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `used ${used}`);
+      const a = args(policy);
+      const r = await scripts.call("leaseRelease", a.keys, [region, ...a.policyArgv, leaseId, String(used)]);
+      return { returned: num(r[0], "returned"), nowUs: num(r[1], "now") };
+    },
+
+    async releaseLease(policy, leaseId, used) {
+      await this.releaseLeaseDetailed(policy, leaseId, used);
+    },
+
+    async inspect(policy): Promise<QuotaView> {
+      const v = await inspectKey(scripts, args(policy), region);
+      return {
+        tenant: policy.tenant,
+        resource: policy.resource,
+        nowUs: v.nowUs,
+        share: v.share,
+        recovering: v.recovering,
+        tokens: v.tokens,
+        counters: v.counters,
+        loansOut: v.loansOut,
+        loansIn: v.loansIn,
+      };
+    },
+
+    async close() {
+      if (options.ownsConnection) await redis.quit();
+    },
+  };
+}
+
+/** Everything inspect.lua returns, decoded. */
+export interface KeyStateView {
+  readonly nowUs: number;
+  readonly marker: string;
+  readonly recovering: boolean;
+  readonly share: number;
+  readonly tokens: number;
+  readonly capacity: number;
+  readonly ratePerSecond: number;
+  readonly bucketExists: boolean;
+  readonly counters: {
+    readonly admitted: Record<string, number>;
+    readonly refunded: Record<string, number>;
+    readonly denied: Record<string, number>;
+  };
+  /** Raw counter fields (`p|…`, `n|…`, `d|…`) for gossip deltas. */
+  readonly counterFields: Record<string, number>;
+  /** Staircase entries this region still reserves (`o|`). */
+  readonly loansOut: LoanRecord[];
+  /** Latest grant per borrower (`g|`), the register gossip ships. */
+  readonly granted: LoanRecord[];
+  /** Highest-seq loan per lender (`i|`), used or not. */
+  readonly loansIn: LoanRecord[];
+  /** Highest returned seq per lender (`r|`). */
+  readonly returned: Record<string, number>;
+  /** In-process leases by id. */
+  readonly leases: Record<string, { tokens: number; expiryUs: number }>;
+}
+
+export async function inspectKey(scripts: ScriptCaller, a: KeyArgs, region: string): Promise<KeyStateView> {
+  const r = await scripts.call("inspect", a.keys, [region, ...a.policyArgv]);
+  const admitted: Record<string, number> = {};
+  const refunded: Record<string, number> = {};
+  const denied: Record<string, number> = {};
+  const counterFields: Record<string, number> = {};
+  for (const [f, v] of pairs(r[9], "counters")) {
+    const n = Number(v);
+    counterFields[f] = n;
+    const replica = f.slice(2);
+    if (f.startsWith("p|")) admitted[replica] = n;
+    else if (f.startsWith("n|")) refunded[replica] = n;
+    else if (f.startsWith("d|")) denied[replica] = n;
+  }
+  const loansOut: LoanRecord[] = [];
+  const granted: LoanRecord[] = [];
+  const loansIn: LoanRecord[] = [];
+  const returned: Record<string, number> = {};
+  for (const [f, v] of pairs(r[10], "loans")) {
+    const who = f.slice(2);
+    if (f.startsWith("o|")) {
+      for (const e of v.split(",")) loansOut.push({ lender: region, borrower: who, ...parseLoan(e) });
+    } else if (f.startsWith("g|")) granted.push({ lender: region, borrower: who, ...parseLoan(v) });
+    else if (f.startsWith("i|")) loansIn.push({ lender: who, borrower: region, ...parseLoan(v) });
+    else if (f.startsWith("r|")) returned[who] = Number(v);
+  }
+  const leases: Record<string, { tokens: number; expiryUs: number }> = {};
+  for (const [id, v] of pairs(r[11], "leases")) {
+    const [t, e] = v.split(":");
+    leases[id] = { tokens: Number(t), expiryUs: Number(e) };
+  }
+  return {
+    nowUs: num(r[0], "now"),
+    marker: str(r[1], "marker"),
+    recovering: num(r[2], "recovering") === 1,
+    share: num(r[3], "share"),
+    tokens: num(r[4], "tokens"),
+    capacity: num(r[5], "capacity"),
+    ratePerSecond: num(r[6], "rate"),
+    bucketExists: num(r[7], "exists") === 1,
+    counters: { admitted, refunded, denied },
+    counterFields,
+    loansOut,
+    granted,
+    loansIn,
+    returned,
+    leases,
+  };
+}

@@ -1,0 +1,22 @@
+// Shared fixtures of the redis-*.int tests: policies, timing, a Redis per file.
+import type { KeyPolicy, LeaseTiming } from "../src/types.js";
+
+export const TIMING: LeaseTiming = { epsilonUs: 250_000, loanDurationUs: 3_000_000 };
+
+let n = 0;
+/** A policy on a fresh tenant (tests never share keys). */
+export function policy(
+  limit: Partial<KeyPolicy["limit"]> = {},
+  shares: { base?: number; floor?: number } = {},
+): KeyPolicy {
+  n += 1;
+  return {
+    tenant: `t${process.pid}x${n}`,
+    resource: "api",
+    limit: { algorithm: "token_bucket", capacity: 10, refillPerSecond: 1, ...limit },
+    baseShare: shares.base ?? 1_000_000,
+    floorShare: shares.floor ?? 20_000,
+  };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
