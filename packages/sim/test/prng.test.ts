@@ -16,23 +16,20 @@ describe("Rng", () => {
   it("keeps int within inclusive bounds and hits both ends", () => {
     const r = new Rng(7);
     const seen = new Set<number>();
-    for (let i = 0; i < 2000; i++) {
-      const v = r.int(-2, 3);
-      expect(v).toBeGreaterThanOrEqual(-2);
-      expect(v).toBeLessThanOrEqual(3);
-      seen.add(v);
-    }
+    for (let i = 0; i < 2000; i++) seen.add(r.int(-2, 3));
     expect([...seen].sort((x, y) => x - y)).toEqual([-2, -1, 0, 1, 2, 3]);
   });
 
   it("float is in [0,1) and roughly uniform", () => {
     const r = new Rng(1);
     let sum = 0;
+    let outside = 0;
     for (let i = 0; i < 10_000; i++) {
       const f = r.float();
-      expect(f >= 0 && f < 1).toBe(true);
+      if (!(f >= 0 && f < 1)) outside++;
       sum += f;
     }
+    expect(outside).toBe(0);
     expect(Math.abs(sum / 10_000 - 0.5)).toBeLessThan(0.02);
   });
 
