@@ -74,6 +74,12 @@ export const TRANSPORT_ERRORS = {
     reason: "ws_framing",
     description: "invalid WebSocket framing detected by ws (1002; 1007 for invalid UTF-8 maps here too)",
   },
+  GQ_ERR_TLS: {
+    closeCode: 1015,
+    reason: "tls",
+    description:
+      "TLS handshake failed, e.g. a certificate not signed by the configured CA (never sent on the wire)",
+  },
   GQ_ERR_CONNECTION_LOST: {
     closeCode: 1006,
     reason: "connection_lost",

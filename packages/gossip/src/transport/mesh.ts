@@ -172,6 +172,9 @@ export class Mesh {
       const server = this.tls
         ? createHttpsServer({ ...this.tls, requestCert: true, rejectUnauthorized: true })
         : createHttpServer();
+      server.on("tlsClientError", (err) =>
+        this.handshakeFailed(null, localReason("GQ_ERR_TLS", err.message.slice(0, 200))),
+      );
       // Bound how long a connection may sit before its upgrade (slowloris).
       server.headersTimeout = c.handshakeTimeoutMs;
       server.requestTimeout = c.handshakeTimeoutMs;

@@ -15,6 +15,7 @@ export function reasonForSocketError(err: Error): PeerDownReason {
   if (code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") return localReason("GQ_ERR_FRAME_TOO_LARGE", err.message);
   if (typeof code === "string" && code.startsWith("WS_ERR_"))
     return localReason("GQ_ERR_WS_FRAMING", err.message);
+  if (isTlsError(err)) return localReason("GQ_ERR_TLS", err.message);
   return localReason("GQ_ERR_CONNECTION_LOST", err.message);
 }
 
@@ -53,4 +54,10 @@ export class CloseTracker {
   result(code: number, reason: Buffer): PeerDownReason {
     return this.local ?? remoteReason(code, reason.toString("utf8").slice(0, 120) || `closed with ${code}`);
   }
+}
+
+/** Node's TLS and certificate verification errors (ERR_TLS_*, ERR_SSL_*, *CERT*, UNABLE_TO_*). */
+export function isTlsError(err: Error): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === "string" && /^(ERR_TLS_|ERR_SSL_|UNABLE_TO_)|CERT/.test(code);
 }
