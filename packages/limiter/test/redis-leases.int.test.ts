@@ -1,0 +1,69 @@
+// In-process leases stay counted against the bucket's capacity (DESIGN §7, trap 5).
+import { type RedisServer, startRedis } from "@geoquota/testkit";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createRedisStore, initFreshRegion, type RedisRegionStore } from "../src/redis/index.js";
+import { policy, sleep, TIMING } from "./redis-helpers.js";
+
+let server: RedisServer;
+let redis: Redis;
+let store: RedisRegionStore;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = server.client();
+  await initFreshRegion(redis);
+  store = createRedisStore({ redis, region: "eu", timing: TIMING });
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+it("after leasing N the bucket never refills above capacity − N; release returns the unused", async () => {
+  const p = policy({ capacity: 10, refillPerSecond: 100 });
+  const lease = await store.acquireLease(p, 6, 2000);
+  expect(lease.granted).toBe(6);
+  await sleep(150); // long enough to refill 15 tokens
+  const v = await store.check(p, 0);
+  expect(v.capacity).toBe(4);
+  expect(v.tokens).toBe(4);
+  const r = await store.releaseLeaseDetailed(p, lease.leaseId, 2);
+  expect(r.returned).toBe(4);
+  const after = await store.check(p, 0);
+  expect(after.capacity).toBe(10);
+  // 4 in the bucket + 4 returned (the 2 used stay used), then refill at 100/s since the release.
+  expect(after.tokens).toBeCloseTo(Math.min(10, 8 + (100 * (after.nowUs - r.nowUs)) / 1e6), 9);
+  const view = await store.inspect(p);
+  const [admitted] = Object.values(view.counters.admitted);
+  const [refunded] = Object.values(view.counters.refunded);
+  expect(admitted).toBe(6);
+  expect(refunded).toBe(4);
+});
+
+it("a lease takes at most the whole tokens available", async () => {
+  const p = policy({ capacity: 3, refillPerSecond: 1e-6 });
+  expect((await store.check(p, 0.5)).allowed).toBe(true);
+  expect((await store.acquireLease(p, 10, 1000)).granted).toBe(2);
+  expect((await store.acquireLease(p, 10, 1000)).granted).toBe(0);
+});
+
+it("an expired lease counts as used: nothing comes back, capacity is free again", async () => {
+  const p = policy({ capacity: 10, refillPerSecond: 1e-6 });
+  const lease = await store.acquireLease(p, 10, 100);
+  expect((await store.check(p, 0)).capacity).toBe(0);
+  await sleep(150);
+  const v = await store.check(p, 0);
+  expect(v.capacity).toBe(10);
+  expect(v.tokens).toBeLessThan(0.001); // no refill to speak of: the leased tokens are spent
+  expect((await store.releaseLeaseDetailed(p, lease.leaseId, 0)).returned).toBe(0);
+  expect(await redis.hlen(`gq:{${p.tenant}}:api:k`)).toBe(0);
+});
+
+it("leases are for the token bucket only, and no longer than D", async () => {
+  await expect(store.acquireLease(policy({ algorithm: "gcra" }), 1, 100)).rejects.toMatchObject({
+    code: "GQ_ERR_LEASE_ALGORITHM",
+  });
+  await expect(store.acquireLease(policy(), 1, 10_000)).rejects.toMatchObject({
+    code: "GQ_ERR_BAD_ARGUMENT",
+  });
+});

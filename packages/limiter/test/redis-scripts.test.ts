@@ -1,0 +1,43 @@
+// The TypeScript bindings cannot drift from the lua/*.lua headers.
+import { readdirSync, readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import {
+  assertSpecMatchesHeader,
+  luaSource,
+  parseHeader,
+  RedisStoreErrors,
+  SCRIPTS,
+} from "../src/redis/index.js";
+
+describe("script headers", () => {
+  it("every binding matches its script's KEYS / ARGV header", () => {
+    for (const [name, spec] of Object.entries(SCRIPTS)) {
+      expect(() => assertSpecMatchesHeader(name, spec, luaSource(spec.file))).not.toThrow();
+    }
+  });
+
+  it("every script in lua/ (but the library) has a binding", () => {
+    const files = readdirSync(new URL("../../../lua/", import.meta.url)).filter((f) => f.endsWith(".lua"));
+    const bound = new Set(Object.values(SCRIPTS).map((s) => s.file));
+    expect(files.filter((f) => f !== "lib.lua" && !bound.has(f))).toEqual([]);
+  });
+
+  it("a drifted header is caught", () => {
+    const src = luaSource("check.lua").replace("13 cost", "13 cost, 14 extra");
+    expect(() => assertSpecMatchesHeader("check", SCRIPTS.check, src)).toThrow(/GQ_ERR_SCRIPT_HEADER/);
+    const h = parseHeader(luaSource("check_compound.lua"));
+    expect(h.itemKeys).toEqual(["P:b", "P:c", "P:l", "P:k", "P:z"]);
+    expect(h.itemArgv).toHaveLength(12);
+  });
+
+  it("every script reads time only from Redis TIME and uses HSET, never HMSET", () => {
+    for (const f of readdirSync(new URL("../../../lua/", import.meta.url))) {
+      const src = readFileSync(new URL(`../../../lua/${f}`, import.meta.url), "utf8");
+      expect(src).not.toMatch(/HMSET|os\.time|os\.clock/);
+    }
+  });
+
+  it("the error catalog codes are GQ_ERR_*", () => {
+    for (const code of Object.keys(RedisStoreErrors)) expect(code).toMatch(/^GQ_ERR_[A-Z_]+$/);
+  });
+});
