@@ -1,6 +1,7 @@
 // Pure parts of the transport: catalog vs README, backoff, bucket, handshake MACs and parsing, config.
 import { readFileSync } from "node:fs";
 import { encode } from "@msgpack/msgpack";
+import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { backoffDelayMs } from "../src/transport/backoff.js";
 import { dialsTo, parseMeshConfig } from "../src/transport/config.js";
@@ -20,6 +21,7 @@ import {
   type TranscriptInput,
   verifyMac,
 } from "../src/transport/handshake.js";
+import type { TransportLogger } from "../src/transport/logger.js";
 import { TokenBucket } from "../src/transport/token-bucket.js";
 
 describe("error catalog", () => {
@@ -171,5 +173,12 @@ describe("config", () => {
     expect(dialsTo("ap", "eu")).toBe(true);
     expect(dialsTo("eu", "ap")).toBe(false);
     expect(dialsTo("eu-1", "eu-10")).toBe(true);
+  });
+});
+
+describe("logger", () => {
+  it("accepts a pino logger as the injected logger", () => {
+    const logger: TransportLogger = pino({ level: "silent" });
+    expect(() => logger.warn({ peer: "x" }, "typed")).not.toThrow();
   });
 });
