@@ -22,6 +22,7 @@ import {
   reservedAt,
   returnLoan,
   type Schedule,
+  type ShareInputs,
   shareAt,
   shareBreakpoints,
   shareInputs,
@@ -68,16 +69,28 @@ export class ModelRegion {
 
   /** s(t) as the region's limiter would compute it at its local time t (0 with no state at all). */
   shareAt(localUs: number): number {
+    const inp = this.inputs();
+    return inp === undefined ? 0 : shareAt(inp, localUs);
+  }
+
+  // The checker reads every share after every event: cache the inputs (the
+  // book is mutated in place, so the object stays valid until a wipe or a
+  // new marker) instead of re-parsing the marker each time.
+  private cached: { marker: string; key: KeyState; inputs: ShareInputs } | undefined;
+  private inputs(): ShareInputs | undefined {
     const m = this.state.marker;
-    if (m === undefined) return 0;
-    return shareAt(shareInputs(this.key, this.limit, this.timing, m), localUs);
+    if (m === undefined) return undefined;
+    const c = this.cached;
+    if (c !== undefined && c.marker === m && c.key === this.key) return c.inputs;
+    const inputs = shareInputs(this.key, this.limit, this.timing, m);
+    this.cached = { marker: m, key: this.key, inputs };
+    return inputs;
   }
 
   /** Local instants after `localUs` where the share changes without a script. */
   breakpoints(localUs: number): number[] {
-    const m = this.state.marker;
-    if (m === undefined) return [];
-    return shareBreakpoints(shareInputs(this.key, this.limit, this.timing, m), localUs);
+    const inp = this.inputs();
+    return inp === undefined ? [] : shareBreakpoints(inp, localUs);
   }
 
   check(cost: number, nowUs: number): boolean {

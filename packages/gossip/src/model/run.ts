@@ -17,7 +17,6 @@ import type { ModelOptions, ModelResult } from "./types.js";
 
 /** Redis TIME is epoch µs: large, so a fresh cluster (born 0) is long past any recovery. */
 const EPOCH_US = 1_700_000_000_000_000;
-const NOOP = (): void => {};
 
 interface Node {
   readonly id: string;
@@ -162,6 +161,7 @@ export function runModel(opts: ModelOptions): ModelResult {
     clock.schedule(Math.max(1, Math.round(workRng.exponential(meanGapUs))), () => arrival(node));
   };
   const setPhase = (): void => {
+    if (opts.demand.kind === "phases") return;
     if (opts.demand.kind === "hot") {
       nodes.forEach((x, i) => {
         x.demandPerSec =
@@ -181,6 +181,15 @@ export function runModel(opts: ModelOptions): ModelResult {
     clock.schedule(workRng.int(1_000_000, 4_000_000), setPhase);
   };
   setPhase();
+  if (opts.demand.kind === "phases") {
+    for (const ph of opts.demand.phases) {
+      clock.at(ph.atUs, () => {
+        nodes.forEach((x, i) => {
+          x.demandPerSec = opts.refillPerSecond * (ph.rates[i] ?? 0);
+        });
+      });
+    }
+  }
   for (const node of nodes) clock.schedule(workRng.int(0, 10_000), () => arrival(node));
   if (opts.demand.kind === "hot" && opts.demand.shiftAtUs !== undefined) {
     const shiftAt = opts.demand.shiftAtUs;
@@ -202,6 +211,12 @@ export function runModel(opts: ModelOptions): ModelResult {
       clock.schedule(Math.round(faultRng.exponential(opts.faults.partitionEveryUs)) + 1, partition);
     };
     clock.schedule(Math.round(faultRng.exponential(opts.faults.partitionEveryUs)) + 1, partition);
+  }
+  for (const iso of opts.faults.isolations ?? []) {
+    const id = ids[iso.isolate];
+    if (id === undefined) continue;
+    clock.at(iso.atUs, () => net.isolate(id));
+    clock.at(iso.untilUs, () => net.heal());
   }
   for (let i = 0; i < opts.faults.stateLosses; i++) {
     const node = faultRng.pick(nodes);

@@ -13,8 +13,8 @@ export const DEFAULT_MODEL_OPTIONS: Omit<ModelOptions, "seed"> = {
   roundMinUs: 200_000,
   roundMaxUs: 500_000,
   durationUs: 12_000_000,
-  quiesceUs: 3_000_000,
-  fullSyncEveryRounds: 4,
+  quiesceUs: 3_500_000,
+  fullSyncEveryRounds: 6,
   maxCost: 1,
   demand: { kind: "random" },
   faults: {

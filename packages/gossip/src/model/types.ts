@@ -24,13 +24,24 @@ export interface FaultOptions {
   readonly stateLosses: number;
   /** Daemon restarts (memory lost, Redis kept) during the run. */
   readonly daemonRestarts: number;
+  /** Scripted isolations of region index `isolate` over [atUs, untilUs) (targeted tests). */
+  readonly isolations?: readonly {
+    readonly atUs: number;
+    readonly untilUs: number;
+    readonly isolate: number;
+  }[];
 }
 
 export type DemandMode =
   /** Random rates per region, re-drawn every 1–4 s, often with one hot region. */
   | { readonly kind: "random" }
   /** One region demands `ratio` × r, the others nothing; `shiftAtUs` moves it to the next region. */
-  | { readonly kind: "hot"; readonly ratio: number; readonly shiftAtUs?: number };
+  | { readonly kind: "hot"; readonly ratio: number; readonly shiftAtUs?: number }
+  /** Scripted: from each `atUs` on, region i demands `rates[i]` × r. */
+  | {
+      readonly kind: "phases";
+      readonly phases: readonly { readonly atUs: number; readonly rates: readonly number[] }[];
+    };
 
 export interface ModelOptions {
   readonly seed: number;
