@@ -90,7 +90,7 @@ describe("G1 on the model: two regions lending, admitted ≤ C + r·T", () => {
   it("holds over random demand, grants, deliveries and returns", () => {
     fc.assert(
       fc.property(fc.array(step, { minLength: 10, maxLength: 80 }), (steps) => {
-        const names = ["eu", "us"] as const;
+        const names: readonly [string, string] = ["eu", "us"];
         const regions: RegionState[] = names.map((n) => ({ region: n, marker: freshIncarnation(1) }));
         const keys = [emptyKeyState(), emptyKeyState()];
         const limits = [limit(500_000), limit(500_000)];
@@ -104,8 +104,8 @@ describe("G1 on the model: two regions lending, admitted ≤ C + r·T", () => {
         let admitted = 0;
         for (const s of steps) {
           now += s.dt;
-          const i = s.who;
-          const j = 1 - i;
+          const i = s.who as 0 | 1;
+          const j = (1 - i) as 0 | 1;
           const [r, k, l] = [regions[i]!, keys[i]!, limits[i]!];
           if (s.what === "check") {
             if (check(r, k, l, timing, s.cost, now).allowed) admitted += s.cost;
