@@ -1,0 +1,319 @@
+// `geoquota demo` end to end: start a local cluster, drive open-loop traffic
+// through the scenarios with a live view, stop everything, then judge the run
+// with the exact oracle and write the report. The cluster is stopped before
+// the (possibly slow) verdict and report, and always: on success, on error,
+// and when `signal` aborts (SIGINT/SIGTERM in the CLI).
+import { loadPolicies, lookupPolicy } from "@geoquota/config";
+import { checkGlobalBound, type OracleVerdict } from "@geoquota/testkit";
+import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
+import { flushRegion, recoveryEnd, setGossipLinks } from "./faults.js";
+import { type LiveState, renderLine, ttyFrame } from "./live-view.js";
+import { ClusterPoller } from "./poller.js";
+import type { ReportData } from "./report.js";
+import { writeReport } from "./report-files.js";
+import { OUTCOME, RequestLog } from "./request-log.js";
+import {
+  type PlannedScenario,
+  planScenarios,
+  realClock,
+  runSchedule,
+  type ScheduleClock,
+} from "./scenarios.js";
+import { admittedSoFar, cumulativeSeries, rateSeries, recentRates } from "./series.js";
+import { boundLines, utilization, utilizationLine } from "./summary.js";
+import type { ClusterSample, Demand, DemoKey, FaultWindow, ScenarioName, Writer } from "./types.js";
+import { httpCheckSender, TrafficGenerator } from "./traffic.js";
+
+export const MAIN_KEY = { tenant: "cust_ent_9942", resource: "payments_checkout" } as const;
+/** A little traffic on other tenants: a free tier key and the resource's default ("*") policy. */
+const SIDE_KEYS = [
+  { tenant: "cust_free_1018", resource: "payments_checkout", ratePerRegion: 1 },
+  { tenant: "anonymous", resource: "payments_checkout", ratePerRegion: 0.5 },
+] as const;
+
+export interface DemoOptions {
+  readonly durationMs: number;
+  readonly scenarios: readonly ScenarioName[];
+  readonly tty: boolean;
+  readonly reportPath: string;
+  readonly write: Writer;
+  readonly signal?: AbortSignal;
+  readonly startCluster: (o: ClusterOptions) => Promise<Cluster>;
+  /** Global demand for the main key, requests per second (default 150, ≈ 9× r). */
+  readonly totalRatePerSecond?: number;
+  readonly regions?: number;
+}
+
+export interface DemoResult {
+  readonly exitCode: number;
+  readonly ok: boolean;
+  readonly verdict: OracleVerdict;
+  readonly summary: readonly string[];
+  readonly reportPath: string;
+  readonly jsonPath: string;
+}
+
+const HOT = "us-east";
+const FLUSHED = "eu-west";
+
+export async function runDemo(o: DemoOptions): Promise<DemoResult> {
+  const write = o.write;
+  const needsToxiproxy = o.scenarios.includes("partition");
+  write(
+    `starting a local cluster (${o.regions ?? 3} regions${needsToxiproxy ? ", gossip behind Toxiproxy" : ""})…\n`,
+  );
+  const cluster = await o.startCluster({ regions: o.regions ?? 3, toxiproxy: needsToxiproxy });
+  let traffic: TrafficGenerator | undefined;
+  let poller: ClusterPoller | undefined;
+  let viewTimer: NodeJS.Timeout | undefined;
+  let closeSender: (() => Promise<void>) | undefined;
+  const ids = cluster.regions.map((r) => r.id);
+  const policies = loadPolicies(cluster.policiesPath, ids);
+  const keys: DemoKey[] = [MAIN_KEY, ...SIDE_KEYS].map((k) => {
+    const spec = lookupPolicy(policies, k.tenant, k.resource);
+    return {
+      tenant: k.tenant,
+      resource: k.resource,
+      capacity: spec.capacity,
+      refillPerSecond: spec.refillPerSecond,
+    };
+  });
+  const main = keys[0]!;
+  const hot = ids.includes(HOT) ? HOT : ids[0]!;
+  const flushed = ids.includes(FLUSHED) ? FLUSHED : (ids[1] ?? ids[0]!);
+  const totalRate = o.totalRatePerSecond ?? 150;
+  const plan = planScenarios(o.scenarios, o.durationMs, {
+    regionIds: ids,
+    totalRatePerSecond: totalRate,
+    hotRegion: hot,
+    flushRegion: flushed,
+  });
+  // Room for every request the plan can send, with margin; the generator stops at the cap.
+  const sideRate = SIDE_KEYS.reduce((s, k) => s + k.ratePerRegion * ids.length, 0);
+  const log = new RequestLog(
+    Math.min(2_000_000, Math.ceil((((totalRate + sideRate) * o.durationMs) / 1000) * 1.2) + 1000),
+  );
+  const origin = performance.now();
+  const now = () => performance.now() - origin;
+  const clock: ScheduleClock = { now, sleep: realClock.sleep };
+  const faults: FaultWindow[] = [];
+  const flushes: Array<{ region: string; atMs: number; window: FaultWindow }> = [];
+  let current: PlannedScenario | undefined;
+  let interrupted = false;
+  try {
+    if (o.signal?.aborted) throw new Interrupted();
+    const sender = httpCheckSender(cluster.regions.map((r) => r.url));
+    closeSender = sender.close;
+    traffic = new TrafficGenerator({ regionIds: ids, keys, log, send: sender.send, now });
+    poller = new ClusterPoller(cluster.regions, main.tenant, main.resource, now);
+    poller.start();
+    const liveState = (): LiveState => {
+      const t = now();
+      const rates = recentRates(log, 0, ids.length, t);
+      const latest = poller?.latest;
+      const so = admittedSoFar(log, 0, main);
+      const activeFault = faults.find((f) => f.endMs === Number.POSITIVE_INFINITY);
+      return {
+        elapsedMs: t,
+        durationMs: o.durationMs,
+        scenario: current?.name ?? "starting",
+        scenarioDescription: current?.description ?? "",
+        fault: activeFault ? activeFault.label : null,
+        key: `${main.tenant}/${main.resource}`,
+        refillPerSecond: main.refillPerSecond,
+        regions: ids.map((id, i) => {
+          const v = latest?.regions[id];
+          return {
+            id,
+            sharePpm: v ? v.sharePpm : null,
+            recovering: v ? v.recovering : false,
+            admittedPerSec: rates.admittedPerSec[i] ?? 0,
+            deniedPerSec: rates.deniedPerSec[i] ?? 0,
+            errorsPerSec: rates.errorsPerSec[i] ?? 0,
+          };
+        }),
+        admitted: so.admitted,
+        bound: so.bound,
+        links: Object.entries(latest?.links ?? {}).map(([k, v]) => {
+          const [from = "", to = ""] = k.split(">");
+          return { from, to, up: v.up, lagMs: v.lagMs };
+        }),
+        sent: traffic?.counters.sent ?? 0,
+        shed: traffic?.counters.shed ?? 0,
+      };
+    };
+    if (o.tty) write("\x1b[?25l");
+    viewTimer = setInterval(
+      () => write(o.tty ? ttyFrame(liveState()) : renderLine(liveState())),
+      o.tty ? 500 : 1000,
+    );
+    traffic.start();
+    await runSchedule(
+      plan,
+      clock,
+      {
+        onScenario(s, atMs) {
+          current = s;
+          const demand: Demand = [
+            s.demand,
+            ...SIDE_KEYS.map((k) => Object.fromEntries(ids.map((id) => [id, k.ratePerRegion]))),
+          ];
+          traffic?.setDemand(demand);
+          if (!o.tty)
+            write(`[${(atMs / 1000).toFixed(0).padStart(3)}s] scenario ${s.name}: ${s.description}\n`);
+        },
+        async onEvent(e, _s, atMs) {
+          if (e.kind === "cut") {
+            await setGossipLinks(cluster, e.region, false);
+            faults.push({
+              kind: "partition",
+              label: `${e.region} partitioned`,
+              startMs: atMs,
+              endMs: Number.POSITIVE_INFINITY,
+            });
+          } else if (e.kind === "heal") {
+            await setGossipLinks(cluster, e.region, true);
+            const f = faults.find((x) => x.kind === "partition" && x.endMs === Number.POSITIVE_INFINITY);
+            if (f) f.endMs = now();
+          } else {
+            await flushRegion(cluster, e.region);
+            const window: FaultWindow = {
+              kind: "state-loss",
+              label: `${e.region} FLUSHALL → recovery`,
+              startMs: atMs,
+              endMs: Number.POSITIVE_INFINITY,
+            };
+            faults.push(window);
+            flushes.push({ region: e.region, atMs, window });
+          }
+          if (!o.tty) write(`[${(atMs / 1000).toFixed(0).padStart(3)}s] fault: ${e.kind} ${e.region}\n`);
+        },
+      },
+      o.signal,
+    );
+    if (o.signal?.aborted) interrupted = true;
+  } catch (err) {
+    if (!(err instanceof Interrupted)) throw err;
+    interrupted = true;
+  } finally {
+    if (viewTimer) clearInterval(viewTimer);
+    await traffic?.stop();
+    await poller?.stop();
+    await closeSender?.();
+    if (o.tty) write("\x1b[?25h\n");
+    write("stopping the cluster…\n");
+    await cluster.stop();
+  }
+  const endMs = now();
+
+  // Judge from the client's own records, after every answer is in.
+  const summary: string[] = [];
+  if (interrupted) summary.push("interrupted: the verdict covers the part of the run that happened");
+  const verdicts = keys.map((k, i) => checkGlobalBound(log.admissions(i), k));
+  const mainVerdict = verdicts[0]!;
+  summary.push(...boundLines(mainVerdict, 0));
+  for (const [i, v] of verdicts.entries()) {
+    if (i === 0) continue;
+    const k = keys[i]!;
+    summary.push(...boundLines(v, 0, `  ${k.tenant}/${k.resource}`));
+  }
+  const shift = plan.find((s) => s.name === "shift");
+  if (shift && !interrupted) {
+    const len = shift.endMs - shift.startMs;
+    const u = utilization(log, 0, main.refillPerSecond, shift.startMs, shift.endMs, Math.min(5000, len / 3));
+    summary.push(utilizationLine(u, hot, main.refillPerSecond));
+  }
+  let errors = 0;
+  for (const r of log.records()) if (r.outcome === OUTCOME.error) errors++;
+  if (errors > 0)
+    summary.push(
+      `${errors} requests got no usable answer (timeouts or errors); the oracle cannot count them`,
+    );
+  const ok = verdicts.every((v) => v.ok);
+  for (const line of summary) write(`${line}\n`);
+
+  for (const f of flushes)
+    f.window.endMs = recoveryEnd(poller?.samples ?? [], f.region, f.atMs, f.atMs + 3500);
+  for (const f of faults) if (f.endMs === Number.POSITIVE_INFINITY) f.endMs = endMs;
+  const data = buildReportData({
+    ids,
+    main,
+    plan,
+    faults,
+    samples: poller?.samples ?? [],
+    log,
+    endMs,
+    durationMs: Math.max(o.durationMs, endMs),
+    summary,
+    ok,
+    stats: {
+      "requests sent": traffic?.counters.sent ?? 0,
+      "requests recorded": log.size,
+      "shed at the in-flight cap": traffic?.counters.shed ?? 0,
+      "no usable answer": errors,
+      "admitted (main key)": mainVerdict.admitted,
+      "sub-intervals checked (main key)": mainVerdict.intervalsChecked,
+    },
+  });
+  const files = await writeReport(o.reportPath, data, log, keys, ids);
+  write(`report: ${files.htmlPath}\nseries: ${files.jsonPath}\n`);
+  return {
+    exitCode: !ok ? 1 : interrupted ? 130 : 0,
+    ok,
+    verdict: mainVerdict,
+    summary,
+    reportPath: files.htmlPath,
+    jsonPath: files.jsonPath,
+  };
+}
+
+class Interrupted extends Error {}
+
+function buildReportData(a: {
+  ids: readonly string[];
+  main: DemoKey;
+  plan: readonly PlannedScenario[];
+  faults: readonly FaultWindow[];
+  samples: readonly ClusterSample[];
+  log: RequestLog;
+  endMs: number;
+  durationMs: number;
+  summary: readonly string[];
+  ok: boolean;
+  stats: Record<string, number>;
+}): ReportData {
+  const rates = rateSeries(a.log, 0, a.ids.length, 0, a.endMs, 1000);
+  const linkNames = Object.keys(a.samples[0]?.links ?? {});
+  return {
+    title: "geoquota demo",
+    generatedAt: new Date().toISOString(),
+    durationMs: a.durationMs,
+    key: a.main,
+    regions: a.ids,
+    scenarios: a.plan.map((s) => ({ name: s.name, startMs: s.startMs, endMs: s.endMs })),
+    faults: a.faults,
+    shares: {
+      tMs: a.samples.map((s) => s.tMs),
+      perRegion: a.ids.map((id) => a.samples.map((s) => s.regions[id]?.sharePpm ?? null)),
+    },
+    rates: {
+      bucketMs: rates.bucketMs,
+      tMs: rates.admittedPerSec[0]?.map((_, j) => rates.startMs + j * rates.bucketMs) ?? [],
+      admittedPerSec: rates.admittedPerSec,
+      deniedPerSec: rates.deniedPerSec,
+    },
+    cumulative: cumulativeSeries(a.log, 0, a.main),
+    lag: {
+      tMs: a.samples.map((s) => s.tMs),
+      perLink: Object.fromEntries(
+        linkNames.map((l) => [
+          l,
+          a.samples.map((s) => (s.links[l]?.up ? (s.links[l]?.lagMs ?? null) : null)),
+        ]),
+      ),
+    },
+    summary: a.summary,
+    ok: a.ok,
+    stats: a.stats,
+  };
+}
