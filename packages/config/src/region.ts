@@ -57,6 +57,8 @@ export const RegionConfigSchema = z
       .max(64, "expected at most 64 regions"),
     gossip: z.strictObject({
       listen: listenSchema,
+      /** The daemon's HTTP endpoint: /healthz, /readyz, /metrics, /v1/status (off when absent). */
+      http: listenSchema.optional(),
       round: z
         .strictObject({
           minMs: intIn(50, 60_000).default(200),
@@ -64,6 +66,11 @@ export const RegionConfigSchema = z
         })
         .default({ minMs: 200, maxMs: 500 })
         .refine((r) => r.maxMs >= r.minMs, { message: "expected maxMs ≥ minMs", path: ["maxMs"] }),
+      /**
+       * Move quota to where demand is (DESIGN §3). Off: every region keeps its
+       * static base slice (the baseline benchmarks compare against).
+       */
+      reweighting: z.boolean().default(true),
       /** Upper bound on one frame, bytes. */
       frameBytesMax: intIn(1024, 64 * 1024 * 1024).default(1024 * 1024),
     }),

@@ -1,1 +1,34 @@
-export {};
+// Public API of the gossip package: the daemon and its process entry, the
+// WebSocket mesh it runs on, the re-weighting policy, and the whole-protocol
+// simulation model that proves the policy safe.
+export {
+  type DaemonDeps,
+  type DaemonOptions,
+  type DaemonStatus,
+  type FrameLink,
+  GossipDaemon,
+  type PolicyResolver,
+} from "./daemon/daemon.js";
+export { policyResolver, type RunningGossip, runGossip, startGossip } from "./daemon/main.js";
+export { createDaemonMetrics, type DaemonMetrics } from "./daemon/metrics.js";
+export { createRedisDaemonStore } from "./daemon/redis-port.js";
+export type { DaemonStore, KeyState } from "./daemon/store-port.js";
+export { ModelDaemon, runModel, scenarioFor, WindowOracle } from "./model/index.js";
+export type { ModelOptions, ModelResult, PlantedBugs } from "./model/index.js";
+export {
+  type CounterReading,
+  DEFAULT_POLICY_OPTIONS,
+  decideRound,
+  initialPolicyMemory,
+  type PolicyMemory,
+  type PolicyOptions,
+  type RegionQuota,
+  type RoundDecision,
+} from "./policy/index.js";
+export {
+  Mesh,
+  type MeshConfigInput,
+  type PeerStatus,
+  PROTOCOL_VERSION,
+  TRANSPORT_ERRORS,
+} from "./transport/index.js";

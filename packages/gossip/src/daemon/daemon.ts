@@ -59,6 +59,8 @@ export interface DaemonOptions {
   maxBufferedKeys?: number;
   decodeLimits?: Partial<DecodeLimits>;
   policy?: PolicyOptions;
+  /** False: never lend or borrow (static slices); counters are still gossiped. */
+  reweighting?: boolean;
 }
 
 export interface DaemonDeps {
@@ -134,11 +136,15 @@ export class GossipDaemon {
       digestEveryRounds: options.digestEveryRounds ?? 10,
       digestBuckets: options.digestBuckets ?? 16,
       policy: options.policy ?? DEFAULT_POLICY_OPTIONS,
+      reweighting: options.reweighting ?? true,
     };
     this.limits = { ...DEFAULT_LIMITS, ...options.decodeLimits };
     this.replica = new Replica({
       id: options.region,
       peers: this.opts.peers,
+      // Versions start from wall-clock µs so that a late ack addressed to the
+      // previous run of this daemon cannot acknowledge this run's deltas.
+      startVersion: Date.now() * 1000,
       ...(options.maxBufferedKeys !== undefined ? { maxBufferedKeys: options.maxBufferedKeys } : {}),
     });
     this.random = deps.random ?? Math.random;
@@ -223,6 +229,7 @@ export class GossipDaemon {
     // Only the rate algorithms follow demand (window algorithms keep static slices).
     const algorithm = p.policy.limit.algorithm;
     if (algorithm !== "token_bucket" && algorithm !== "gcra") return;
+    if (!this.opts.reweighting) return;
 
     const entry = this.active.get(key) ?? {
       tenant: p.tenant,

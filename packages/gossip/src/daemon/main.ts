@@ -76,7 +76,12 @@ export async function startGossip(
     },
   );
   daemon = new GossipDaemon(
-    { region: config.region, peers: peers.map((p) => p.id), round: config.gossip.round },
+    {
+      region: config.region,
+      peers: peers.map((p) => p.id),
+      round: config.gossip.round,
+      reweighting: config.gossip.reweighting,
+    },
     {
       store,
       link: mesh,

@@ -1,0 +1,138 @@
+// The daemon's store port over the limiter's GossipStore scripts: translates
+// between the Redis view of a key and the CRDT record gossip ships.
+import type { RegionConfig } from "@geoquota/config";
+import { encodeKey, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
+import { checkPrimary, createGossipStore, type KeyPolicy, type LoanRecord } from "@geoquota/limiter";
+import type { Redis } from "ioredis";
+import type { InboundLoan } from "../policy/index.js";
+import type { DaemonStore, KeyState } from "./store-port.js";
+
+const KEY_PATTERN = "gq:{*}:*:c";
+
+/** `gq:{tenant}:resource:c` → `tenant|resource`, or undefined for another key. */
+function keyOfCounterKey(name: string): string | undefined {
+  const m = /^gq:\{([A-Za-z0-9_.-]{1,128})\}:([A-Za-z0-9_.-]{1,128}):c$/.exec(name);
+  if (!m) return undefined;
+  const k = encodeKey(m[1]!, m[2]!);
+  return k.ok ? k.value : undefined;
+}
+
+export interface RedisDaemonStoreOptions {
+  /** How often the primary's replication id is compared with the recorded one (DESIGN §4). */
+  primaryCheckMs?: number;
+}
+
+export async function createRedisDaemonStore(
+  redis: Redis,
+  config: Pick<RegionConfig, "region" | "lease">,
+  options: RedisDaemonStoreOptions = {},
+): Promise<DaemonStore & { checkPrimary(): Promise<void> }> {
+  const region = config.region;
+  const epsUs = config.lease.epsilonMs * 1000;
+  const store = createGossipStore({
+    redis,
+    region,
+    timing: { epsilonUs: epsUs, loanDurationUs: config.lease.loanDurationMs * 1000 },
+  });
+  // Returns already applied on the lender side, so a re-merge does not call Redis again.
+  const appliedReturns = new Map<string, number>();
+  let primaryTimer: NodeJS.Timeout | undefined;
+  const primary = async () => {
+    await checkPrimary(redis);
+  };
+  if (options.primaryCheckMs !== undefined && options.primaryCheckMs > 0) {
+    primaryTimer = setInterval(() => {
+      primary().catch(() => {});
+    }, options.primaryCheckMs);
+    primaryTimer.unref();
+  }
+
+  return {
+    checkPrimary: primary,
+
+    async drainDirty(max) {
+      const r = await store.drainDirty(max);
+      const out: string[] = [];
+      for (const { tenant, resource } of r.keys) {
+        const k = encodeKey(tenant, resource);
+        if (k.ok) out.push(k.value);
+      }
+      return out;
+    },
+
+    async sweepKeys(cursor, count) {
+      const [next, names] = await redis.scan(cursor, "MATCH", KEY_PATTERN, "COUNT", count);
+      const keys: string[] = [];
+      for (const n of names) {
+        const k = keyOfCounterKey(n);
+        if (k) keys.push(k);
+      }
+      return { cursor: next, keys };
+    },
+
+    async readKey(policy: KeyPolicy): Promise<KeyState> {
+      const v = await store.readKeyState(policy);
+      const now = v.nowUs;
+      const record = KeyRecord.initial();
+      for (const [replica, n] of Object.entries(v.counters.admitted)) record.consumed.p.set(replica, n);
+      for (const [replica, n] of Object.entries(v.counters.refunded)) record.consumed.n.set(replica, n);
+      for (const [replica, n] of Object.entries(v.counters.denied)) record.denied.set(replica, n);
+      for (const g of v.granted) {
+        const loan: Loan = { ...g, lender: region };
+        record.loans.set(`${region}>${g.borrower}`, loan);
+      }
+      for (const [lender, seq] of Object.entries(v.returned)) {
+        record.returned.set(`${lender}>${region}`, { lender, borrower: region, seq });
+      }
+      const reserved: Record<string, number> = {};
+      for (const o of v.loansOut) {
+        if (now < o.deadlineUs + epsUs) reserved[o.borrower] = Math.max(reserved[o.borrower] ?? 0, o.units);
+      }
+      const current: Record<string, number> = {};
+      for (const g of v.granted) if (now < g.deadlineUs + epsUs) current[g.borrower] = g.units;
+      const inUse: InboundLoan[] = [];
+      for (const l of v.loansIn) {
+        if (now < l.deadlineUs - epsUs && l.seq > (v.returned[l.lender] ?? -1)) {
+          inUse.push({ lender: l.lender, units: l.units, seq: l.seq });
+        }
+      }
+      return { nowUs: now, recovering: v.recovering, record, reserved, current, inUse };
+    },
+
+    async mergeRemote(policy, record) {
+      const loans: LoanRecord[] = [];
+      for (const loan of record.loans.values()) if (loan.borrower === region) loans.push(loan);
+      const counters: Record<string, number> = {};
+      for (const [replica, n] of record.consumed.p) counters[`p|${replica}`] = n;
+      for (const [replica, n] of record.consumed.n) counters[`n|${replica}`] = n;
+      for (const [replica, n] of record.denied) counters[`d|${replica}`] = n;
+      await store.mergeRemote(policy, loans, counters);
+      for (const mark of record.returned.values()) {
+        if (mark.lender !== region) continue;
+        const id = `${policy.tenant}|${policy.resource}|${mark.borrower}`;
+        if ((appliedReturns.get(id) ?? -1) >= mark.seq) continue;
+        await store.receiveReturn(policy, mark.borrower, mark.seq);
+        if (appliedReturns.size > 100_000) appliedReturns.clear();
+        appliedReturns.set(id, mark.seq);
+      }
+    },
+
+    async grantLoan(policy, borrower, units) {
+      const r = await store.grantLoan(policy, borrower, units);
+      // A grant not yet on a replica is held back: shipping it could let a
+      // failover forget a loan the borrower uses (DESIGN §4).
+      if (!r.ok || !r.durable) return null;
+      return r.loan;
+    },
+
+    async returnLoan(policy, lender, _seq): Promise<ReturnedMark | null> {
+      const r = await store.returnLoan(policy, lender);
+      if (!r.durable || r.seq <= 0) return null;
+      return { lender, borrower: region, seq: r.seq };
+    },
+
+    async close() {
+      if (primaryTimer) clearInterval(primaryTimer);
+    },
+  };
+}
