@@ -11,6 +11,12 @@ export type StoreErrorKind = "timeout" | "error" | "breaker_open";
 export interface GuardedStoreOptions {
   readonly timeoutMs: number;
   readonly onError?: (op: string, kind: StoreErrorKind) => void;
+  /**
+   * Errors that mean misuse rather than an unhealthy store (a bad argument the
+   * store refused): rethrown unchanged and not counted by the breaker, so a bug
+   * in one request cannot open the breaker for everyone.
+   */
+  readonly isMisuse?: (err: unknown) => boolean;
 }
 
 const TIMED_OUT = Symbol("timed out");
@@ -46,6 +52,10 @@ export class GuardedStore implements RegionStore {
     try {
       result = await raceTimeout(call(), this.options.timeoutMs);
     } catch (err) {
+      if (this.options.isMisuse?.(err)) {
+        this.breaker.onResult(permit, true);
+        throw err;
+      }
       this.breaker.onResult(permit, false);
       this.options.onError?.(op, "error");
       throw new LimiterError("GQ_ERR_STORE_UNAVAILABLE", `store ${op} failed: ${(err as Error).message}`, {

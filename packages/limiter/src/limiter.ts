@@ -7,6 +7,7 @@ import { type MonotonicClock, monotonicNow } from "./clock.js";
 import { isStoreUnavailable, LimiterError } from "./errors.js";
 import { type FailOpenBound, FailOpenBuckets } from "./fail-open.js";
 import { GuardedStore } from "./guarded-store.js";
+import { RedisStoreError } from "./redis/errors.js";
 import { hashKey, validateKeyPart } from "./key-hygiene.js";
 import { LeasePool } from "./lease-pool.js";
 import { breakerStateValue, type LimiterMetrics } from "./metrics.js";
@@ -82,6 +83,7 @@ export class Limiter {
     this.store = new GuardedStore(deps.store, this.breaker, {
       timeoutMs: deps.config.redis.timeoutMs,
       onError: (op, kind) => this.metrics?.storeErrors.inc({ op, kind }),
+      isMisuse: (err) => err instanceof RedisStoreError,
     });
     const l = deps.config.leased;
     this.leases = new LeasePool(this.store, {
@@ -192,7 +194,8 @@ export class Limiter {
   async check(tenant: string, resource: string, cost = 1): Promise<CheckResult> {
     const started = monotonicNow();
     const policy = this.resolve(tenant, resource);
-    if (this.config.leased.enabled) {
+    // In-process leases exist for the token bucket only (the window algorithms keep static slices).
+    if (this.config.leased.enabled && policy.limit.algorithm === "token_bucket") {
       const client = this.leases.get(policy);
       if (client.tryTake(cost))
         return this.record(this.local(policy, true, "lease", client.available()), started);

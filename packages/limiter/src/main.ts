@@ -1,0 +1,158 @@
+// The only module that listens. `runRegion(configPath)` is what the CLI's
+// `geoquota region --config F` calls; `startRegionService` is the same thing
+// in-process for tests and the cluster orchestrator.
+import { loadPolicies, loadRegionConfig, type PolicySet, type RegionConfig } from "@geoquota/config";
+import type { FastifyInstance } from "fastify";
+import { Redis } from "ioredis";
+import { type AppConfig, buildApp } from "./app.js";
+import type { Limiter } from "./limiter.js";
+import { createRedisStore, initFreshRegion } from "./redis/index.js";
+import type { RegionStore } from "./types.js";
+
+export interface RegionService {
+  /** `http://host:port` the service listens on. */
+  readonly url: string;
+  readonly app: FastifyInstance;
+  readonly limiter: Limiter;
+  /** Stops listening, returns held leases, closes the store (and the Redis connection it opened). */
+  close(): Promise<void>;
+}
+
+export interface StartRegionOptions {
+  readonly config: AppConfig & Pick<RegionConfig, "listen" | "lease">;
+  readonly policies: PolicySet;
+  /** A ready store; when absent, one is built on `redis` or `config.redis.url`. */
+  readonly store?: RegionStore;
+  /** An ioredis connection (not closed by close()) or a URL (connection owned by the service). */
+  readonly redis?: Redis | string;
+  /** Override `config.listen` (port 0 = any free port). */
+  readonly host?: string;
+  readonly port?: number;
+  /** Fastify/pino logger options; off by default. */
+  readonly logger?: boolean | Record<string, unknown>;
+  /**
+   * The Redis provably never held geoquota state (a fresh demo/test cluster):
+   * mark the incarnation as born at 0 so the region does not start in recovery.
+   * Never set this for a Redis that may have lost state (DESIGN §4).
+   */
+  readonly fresh?: boolean;
+}
+
+/** ioredis tuned for a limiter: fail fast when disconnected so the breaker sees it, reconnect forever. */
+export function connectRegionRedis(url: string): Redis {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 1000,
+    retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
+  });
+  // Without a listener ioredis prints every connection error to the console.
+  redis.on("error", () => {});
+  return redis;
+}
+
+/** Resolves once the connection is ready (commands fail fast before that: no offline queue). */
+function waitReady(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      redis.off("ready", onReady);
+      reject(new Error(`redis not ready after ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    redis.once("ready", onReady);
+  });
+}
+
+export async function startRegionService(options: StartRegionOptions): Promise<RegionService> {
+  const { config } = options;
+  let ownedRedis: Redis | undefined;
+  let store = options.store;
+  if (store === undefined) {
+    let redis: Redis;
+    if (options.redis instanceof Redis) redis = options.redis;
+    else {
+      ownedRedis = connectRegionRedis(options.redis ?? config.redis.url);
+      redis = ownedRedis;
+    }
+    if (options.fresh === true) {
+      await waitReady(redis, 5000);
+      await initFreshRegion(redis);
+    }
+    store = createRedisStore({
+      redis,
+      region: config.region,
+      timing: {
+        epsilonUs: config.lease.epsilonMs * 1000,
+        loanDurationUs: config.lease.loanDurationMs * 1000,
+      },
+    });
+  }
+  const app = await buildApp({
+    store,
+    config,
+    policies: options.policies,
+    ...(options.logger !== undefined ? { logger: options.logger } : {}),
+  });
+  const host = options.host ?? config.listen.host;
+  const port = options.port ?? config.listen.port;
+  try {
+    await app.listen({ host, port });
+  } catch (err) {
+    await app.close();
+    ownedRedis?.disconnect();
+    throw err;
+  }
+  const address = app.server.address();
+  const boundPort = typeof address === "object" && address !== null ? address.port : port;
+  const shownHost = host.includes(":") ? `[${host}]` : host;
+  const finalStore = store;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${shownHost}:${boundPort}`,
+    app,
+    limiter: app.limiter,
+    close() {
+      closing ??= (async () => {
+        await app.close();
+        await finalStore.close();
+        if (ownedRedis !== undefined) {
+          await ownedRedis.quit().catch(() => ownedRedis?.disconnect());
+        }
+      })();
+      return closing;
+    },
+  };
+}
+
+export interface RunRegionOptions {
+  /** Close on SIGINT/SIGTERM (default true). */
+  readonly handleSignals?: boolean;
+  readonly logger?: boolean | Record<string, unknown>;
+  readonly env?: Readonly<Record<string, string | undefined>>;
+}
+
+/** Loads `regions/<id>.json` and its policies file, connects the region's Redis, listens. */
+export async function runRegion(configPath: string, options: RunRegionOptions = {}): Promise<RegionService> {
+  const config = loadRegionConfig(configPath, options.env ?? process.env);
+  const policies = loadPolicies(
+    config.policiesPath,
+    config.regions.map((r) => r.id),
+  );
+  const service = await startRegionService({
+    config,
+    policies,
+    logger: options.logger ?? { level: "info", base: { region: config.region } },
+  });
+  if (options.handleSignals ?? true) {
+    const stop = () => {
+      void service.close().then(() => process.exit(0));
+    };
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  }
+  return service;
+}

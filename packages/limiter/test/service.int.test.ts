@@ -1,0 +1,150 @@
+// The service against a real redis-server: the HTTP contract end to end, and
+// Redis killed mid-run (breaker opens, leased tokens keep serving, nothing
+// beyond them is admitted, recovery when Redis returns).
+import { parsePolicies, parseRegionConfig } from "@geoquota/config";
+import { type RedisServer, startRedis, waitFor } from "@geoquota/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RegionService, startRegionService } from "../src/main.js";
+
+const policies = parsePolicies(
+  {
+    default: { capacity: 5, refill: { tokens: 5, perSeconds: 60 } },
+    policies: [
+      {
+        tenant: "cust_ent_9942",
+        resource: "payments_checkout",
+        capacity: 1000,
+        refill: { tokens: 1000, perSeconds: 60 },
+      },
+      // Refill is negligible over the test, so admissions are counted exactly.
+      { tenant: "kill_t", resource: "api", capacity: 100, refillPerSecond: 0.0001 },
+    ],
+  },
+  "test-policies.json",
+);
+
+function config(redisUrl: string, leased: boolean) {
+  return parseRegionConfig(
+    {
+      region: "us-east",
+      listen: { host: "127.0.0.1", port: 0 },
+      redis: { url: redisUrl, timeoutMs: 50 },
+      regions: [
+        { id: "us-east", gossip: "127.0.0.1:1" },
+        { id: "eu-west", gossip: "127.0.0.1:2" },
+      ],
+      gossip: { listen: { host: "127.0.0.1", port: 1 } },
+      sharedSecret: "test-shared-secret-0123456789",
+      adminToken: "test-admin-token-0123456789",
+      breaker: { failureThreshold: 2, openMs: 200, halfOpenProbes: 1, closeAfterSuccesses: 1 },
+      leased: { enabled: leased, batch: 10, lowWater: 3, durationMs: 2000, marginMs: 100 },
+    },
+    { file: "test.json", env: {} },
+  );
+}
+
+const post = async (svc: RegionService, body: unknown) => {
+  const res = await fetch(`${svc.url}/v1/check`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+};
+
+describe("service on real Redis", () => {
+  let redis: RedisServer;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  it("serves the contract over HTTP", async () => {
+    const svc = await startRegionService({ config: config(redis.url, false), policies, fresh: true });
+    try {
+      const ok = await post(svc, { tenant: "cust_ent_9942", resource: "payments_checkout", cost: 2.5 });
+      expect(ok.status).toBe(200);
+      expect(ok.body).toMatchObject({ allowed: true, limit: 1000, region: "us-east", degraded: false });
+      // Half of C = 1000 (two regions), 2.5 spent.
+      expect(Math.floor(ok.body.remaining as number)).toBe(497);
+      expect(ok.headers.get("ratelimit-remaining")).toBe("497");
+      const first = await post(svc, { tenant: "anon_x", resource: "payments_checkout", cost: 2 });
+      expect(first.status).toBe(200);
+      const denied = await post(svc, { tenant: "anon_x", resource: "payments_checkout", cost: 1 });
+      expect(denied.status).toBe(429);
+      expect(Number(denied.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      const compound = await post(svc, {
+        limits: [
+          { tenant: "cust_ent_9942", resource: "payments_checkout", cost: 1 },
+          { tenant: "anon_x", resource: "payments_checkout", cost: 1 },
+        ],
+      });
+      expect(compound.status).toBe(429);
+      expect(compound.body.failedIndex).toBe(1);
+      const q = (await (
+        await fetch(`${svc.url}/v1/quotas/cust_ent_9942/payments_checkout`)
+      ).json()) as Record<string, unknown>;
+      expect(q.share).toBe(500_000);
+      expect(q.regions).toEqual([
+        { id: "us-east", baseShare: 500_000, floorShare: 20_000 },
+        { id: "eu-west", baseShare: 500_000, floorShare: 20_000 },
+      ]);
+      // The compound denial charged nothing: only the 2.5 of the first check.
+      expect(Object.values((q.counters as { admitted: Record<string, number> }).admitted)).toEqual([2.5]);
+      expect((await fetch(`${svc.url}/readyz`)).status).toBe(200);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it("Redis killed: breaker opens, leased tokens serve, nothing beyond them; recovers when Redis returns", async () => {
+    const svc = await startRegionService({ config: config(redis.url, true), policies, fresh: true });
+    try {
+      const key = { tenant: "kill_t", resource: "api" };
+      // Warm up: the first check goes to Redis and starts a lease; then leases serve.
+      for (let i = 0; i < 3; i++) expect((await post(svc, key)).status).toBe(200);
+      const client = svc.limiter.leases.peek(svc.limiter.resolve("kill_t", "api"))!;
+      await client.settled();
+      const held = client.available();
+      expect(held).toBeGreaterThan(0);
+
+      await redis.kill();
+      let admittedDuringOutage = 0;
+      const statuses: number[] = [];
+      for (let i = 0; i < 40; i++) {
+        const r = await post(svc, key);
+        statuses.push(r.status);
+        if (r.status === 200) admittedDuringOutage++;
+        if (r.status === 429) {
+          expect(r.body.degraded).toBe(true);
+          expect(r.headers.get("x-ratelimit-degraded")).toBe("true");
+        }
+      }
+      // Exactly the tokens leased before the crash, then denials.
+      expect(admittedDuringOutage).toBe(held);
+      expect(statuses.slice(held).every((s) => s === 429)).toBe(true);
+      await waitFor("breaker open", async () => svc.limiter.breaker.state !== "closed");
+      expect((await fetch(`${svc.url}/readyz`)).status).toBe(503);
+      const metrics = await (await fetch(`${svc.url}/metrics`)).text();
+      expect(metrics).toMatch(
+        /geoquota_redis_errors_total\{op="\w+",kind="(error|timeout|breaker_open)"\} [1-9]/,
+      );
+
+      await redis.restart();
+      await waitFor("breaker closed again", async () => {
+        await post(svc, key);
+        return svc.limiter.breaker.state === "closed";
+      });
+      const after = await post(svc, key);
+      expect(after.body.degraded).toBe(false);
+      expect((await fetch(`${svc.url}/readyz`)).status).toBe(200);
+      // The restarted Redis lost its state: the region is in recovery and its
+      // buckets start empty (DESIGN §4), so it is conservative, never over.
+      expect(after.status).toBe(429);
+    } finally {
+      await svc.close();
+    }
+  });
+});
