@@ -1,0 +1,54 @@
+// The daemon's side: change feed, counter max-merge, marker rotation on a new primary.
+import { type RedisServer, startRedis } from "@geoquota/testkit";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { checkPrimary, createGossipStore, createRedisStore, initFreshRegion } from "../src/redis/index.js";
+import { policy, TIMING } from "./redis-helpers.js";
+
+let server: RedisServer;
+let redis: Redis;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = server.client();
+  await initFreshRegion(redis);
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+it("drainDirty pops the changed keys once", async () => {
+  const store = createRedisStore({ redis, region: "eu", timing: TIMING });
+  const gossip = createGossipStore({ redis, region: "eu", timing: TIMING });
+  await gossip.drainDirty(1000);
+  const p = policy();
+  await store.check(p, 1);
+  await store.check(p, 1);
+  const d = await gossip.drainDirty(10);
+  expect(d.keys).toEqual([{ tenant: p.tenant, resource: "api" }]);
+  expect((await gossip.drainDirty(10)).keys).toEqual([]);
+});
+
+it("mergeRemote max-merges counter entries and ignores smaller ones", async () => {
+  const gossip = createGossipStore({ redis, region: "eu", timing: TIMING });
+  const p = policy();
+  const a = await gossip.mergeRemote(p, [], { "p|us.1": 5, "d|us.1": 2 });
+  expect(a.countersChanged).toBe(2);
+  const b = await gossip.mergeRemote(p, [], { "p|us.1": 3, "d|us.1": 4 });
+  expect(b.countersChanged).toBe(1);
+  const v = await gossip.readKeyState(p);
+  expect(v.counterFields).toMatchObject({ "p|us.1": 5, "d|us.1": 4 });
+});
+
+it("a change of the primary's replication id rotates the marker (recovery)", async () => {
+  const gossip = createGossipStore({ redis, region: "eu", timing: TIMING });
+  const first = await checkPrimary(redis);
+  expect(first.changed).toBe(false);
+  await redis.set("gq:rid", "a-previous-primary");
+  const rotated = await checkPrimary(redis);
+  expect(rotated.changed).toBe(true);
+  const inc = await gossip.currentIncarnation();
+  expect(inc.bornUs).toBe(rotated.nowUs);
+  const d = await createRedisStore({ redis, region: "eu", timing: TIMING }).check(policy(), 1);
+  expect(d).toMatchObject({ recovering: true, allowed: false });
+});
