@@ -133,6 +133,8 @@ export interface RunRegionOptions {
   readonly handleSignals?: boolean;
   readonly logger?: boolean | Record<string, unknown>;
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** See StartRegionOptions.fresh: only for a Redis that never held geoquota state. */
+  readonly fresh?: boolean;
 }
 
 /** Loads `regions/<id>.json` and its policies file, connects the region's Redis, listens. */
@@ -146,6 +148,7 @@ export async function runRegion(configPath: string, options: RunRegionOptions = 
     config,
     policies,
     logger: options.logger ?? { level: "info", base: { region: config.region } },
+    ...(options.fresh !== undefined ? { fresh: options.fresh } : {}),
   });
   if (options.handleSignals ?? true) {
     const stop = () => {

@@ -4,7 +4,10 @@
 import { parsePolicies, parseRegionConfig } from "@geoquota/config";
 import { type RedisServer, startRedis, waitFor } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RegionService, startRegionService } from "../src/main.js";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type RegionService, runRegion, startRegionService } from "../src/main.js";
 
 const policies = parsePolicies(
   {
@@ -143,6 +146,45 @@ describe("service on real Redis", () => {
       // The restarted Redis lost its state: the region is in recovery and its
       // buckets start empty (DESIGN §4), so it is conservative, never over.
       expect(after.status).toBe(429);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it("runRegion loads a config file and its policies, listens, and closes", async () => {
+    // The previous test restarted Redis (a new incarnation, in recovery): start clean.
+    const c = redis.client();
+    await c.flushall();
+    c.disconnect();
+    const dir = mkdtempSync(join(tmpdir(), "gq-region-"));
+    writeFileSync(
+      join(dir, "pol.json"),
+      JSON.stringify({ default: { capacity: 10, refillPerSecond: 1 }, policies: [] }),
+    );
+    writeFileSync(
+      join(dir, "r.json"),
+      JSON.stringify({
+        region: "solo",
+        listen: { host: "127.0.0.1", port: 0 },
+        redis: { url: redis.url },
+        regions: [{ id: "solo", gossip: "127.0.0.1:1" }],
+        gossip: { listen: { host: "127.0.0.1", port: 1 } },
+        sharedSecret: { env: "GQ_TEST_SECRET" },
+        adminToken: "test-admin-token-0123456789",
+        policiesFile: "pol.json",
+      }),
+    );
+    const svc = await runRegion(join(dir, "r.json"), {
+      handleSignals: false,
+      logger: false,
+      fresh: true,
+      env: { GQ_TEST_SECRET: "s".repeat(16) },
+    });
+    try {
+      expect((await fetch(`${svc.url}/healthz`)).status).toBe(200);
+      const r = await post(svc, { tenant: "someone", resource: "api", cost: 10 });
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ region: "solo", limit: 10, degraded: false });
     } finally {
       await svc.close();
     }
