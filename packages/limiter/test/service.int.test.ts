@@ -2,7 +2,7 @@
 // Redis killed mid-run (breaker opens, leased tokens keep serving, nothing
 // beyond them is admitted, recovery when Redis returns).
 import { parsePolicies, parseRegionConfig } from "@geoquota/config";
-import { type RedisServer, startRedis, waitFor } from "@geoquota/testkit";
+import { checkGlobalBound, type RedisServer, startRedis, waitFor } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,6 +21,7 @@ const policies = parsePolicies(
       },
       // Refill is negligible over the test, so admissions are counted exactly.
       { tenant: "kill_t", resource: "api", capacity: 100, refillPerSecond: 0.0001 },
+      { tenant: "oracle_t", resource: "api", capacity: 60, refillPerSecond: 40 },
     ],
   },
   "test-policies.json",
@@ -189,4 +190,40 @@ describe("service on real Redis", () => {
       await svc.close();
     }
   });
+
+  it.each([false, true])(
+    "HTTP clients against one key (leased=%s): the exact oracle holds",
+    async (leased) => {
+      const c = redis.client();
+      await c.flushall();
+      c.disconnect();
+      const svc = await startRegionService({ config: config(redis.url, leased), policies, fresh: true });
+      try {
+        // Two regions: this one holds half of C = 60, r = 40/s; the oracle checks the global bound.
+        const admissions: { sentMs: number; answeredMs: number; cost: number }[] = [];
+        const until = performance.now() + 2000;
+        let denied = 0;
+        await Promise.all(
+          Array.from({ length: 12 }, async (_, w) => {
+            while (performance.now() < until) {
+              const cost = w % 3 === 0 ? 1.5 : 1;
+              const sentMs = performance.now();
+              const r = await post(svc, { tenant: "oracle_t", resource: "api", cost });
+              const answeredMs = performance.now();
+              if (r.status === 200) admissions.push({ sentMs, answeredMs, cost });
+              else denied++;
+            }
+          }),
+        );
+        const verdict = checkGlobalBound(admissions, { capacity: 60, refillPerSecond: 40 });
+        expect(verdict.ok, JSON.stringify(verdict.worstInterval)).toBe(true);
+        expect(denied).toBeGreaterThan(0);
+        // This region's own slice bound holds too: C/2 + r/2·T.
+        const slice = checkGlobalBound(admissions, { capacity: 30, refillPerSecond: 20 });
+        expect(slice.ok, JSON.stringify(slice.worstInterval)).toBe(true);
+      } finally {
+        await svc.close();
+      }
+    },
+  );
 });
