@@ -1,1 +1,10 @@
-export {};
+// Programmatic API of the CLI package: the local cluster the commands and the
+// integration tests run on.
+export {
+  type Cluster,
+  type ClusterOptions,
+  type ClusterRegion,
+  startCluster,
+} from "./cluster/orchestrator.js";
+export { dialPairs, regionIds } from "./cluster/ids.js";
+export { buildProgram } from "./program.js";

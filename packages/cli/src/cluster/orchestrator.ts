@@ -159,7 +159,11 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       const base: Record<string, unknown> = {
         region: id,
         listen: { host: "127.0.0.1", port: ports[i]!.http },
-        redis: { url: redisTarget.get(id) ?? redis[i]!.url, timeoutMs: 50 },
+        // A local cluster shares a small machine with its own traffic (and,
+        // in tests, with other test files): a 50 ms Redis timeout would open
+        // the breaker on scheduling noise, so local clusters allow 200 ms.
+        redis: { url: redisTarget.get(id) ?? redis[i]!.url, timeoutMs: 200 },
+        breaker: { failureThreshold: 10, openMs: 500 },
         regions: ids.map((peer) => ({
           id: peer,
           gossip:
