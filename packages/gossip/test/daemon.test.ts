@@ -1,0 +1,228 @@
+// The daemon's round and frame handling against an in-memory store and link:
+// bad frames are counted and dropped without any state change, valid deltas
+// reach the store and are acknowledged, local changes are shipped.
+import { decodeFrame, encodeFrame, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
+import type { KeyPolicy } from "@geoquota/limiter";
+import { encode } from "@msgpack/msgpack";
+import { describe, expect, it } from "vitest";
+import { type DaemonStore, GossipDaemon, type KeyState } from "../src/index.js";
+
+const regions = ["ap-south", "eu-west", "us-east"];
+const quotas = regions.map((region) => ({ region, baseShare: 333_333, floorShare: 20_000 }));
+
+function policy(tenant: string, resource: string): KeyPolicy {
+  return {
+    tenant,
+    resource,
+    limit: { algorithm: "token_bucket", capacity: 100, refillPerSecond: 10 },
+    baseShare: 333_333,
+    floorShare: 20_000,
+  };
+}
+
+class FakeStore implements DaemonStore {
+  dirty: string[] = [];
+  states = new Map<string, KeyState>();
+  merges: Array<{ key: string; record: KeyRecord }> = [];
+  grants: Array<{ key: string; borrower: string; units: number }> = [];
+  nowUs = 1_000_000;
+  async drainDirty(max: number) {
+    return this.dirty.splice(0, max);
+  }
+  async sweepKeys() {
+    return { cursor: "0", keys: [] };
+  }
+  async readKey(p: KeyPolicy): Promise<KeyState> {
+    const k = `${p.tenant}|${p.resource}`;
+    return (
+      this.states.get(k) ?? {
+        nowUs: this.nowUs,
+        recovering: false,
+        record: KeyRecord.initial(),
+        reserved: {},
+        current: {},
+        inUse: [],
+      }
+    );
+  }
+  async mergeRemote(p: KeyPolicy, record: KeyRecord) {
+    this.merges.push({ key: `${p.tenant}|${p.resource}`, record: KeyRecord.copy(record) });
+  }
+  async grantLoan(p: KeyPolicy, borrower: string, units: number): Promise<Loan | null> {
+    this.grants.push({ key: `${p.tenant}|${p.resource}`, borrower, units });
+    return { lender: "us-east", borrower, units, deadlineUs: this.nowUs + 3_000_000, seq: this.nowUs };
+  }
+  async returnLoan(_p: KeyPolicy, lender: string, seq: number): Promise<ReturnedMark | null> {
+    return { lender, borrower: "us-east", seq };
+  }
+  async close() {}
+}
+
+class FakeLink {
+  sent: Array<{ peer: string; bytes: Uint8Array }> = [];
+  send(peer: string, bytes: Uint8Array) {
+    this.sent.push({ peer, bytes });
+    return true;
+  }
+  isUp() {
+    return true;
+  }
+  frames(peer?: string) {
+    return this.sent
+      .filter((s) => peer === undefined || s.peer === peer)
+      .map((s) => {
+        const f = decodeFrame(s.bytes);
+        if (!f.ok) throw new Error(f.error.message);
+        return f.value;
+      });
+  }
+}
+
+function setup(decodeLimits = {}) {
+  const store = new FakeStore();
+  const link = new FakeLink();
+  const daemon = new GossipDaemon(
+    { region: "us-east", peers: regions, round: { minMs: 200, maxMs: 500 }, decodeLimits },
+    {
+      store,
+      link,
+      policies: { resolve: (t, r) => ({ policy: policy(t, r), regions: quotas }) },
+      random: () => 0.5,
+    },
+  );
+  return { store, link, daemon };
+}
+
+function record(replica: string, admitted: number): KeyRecord {
+  const r = KeyRecord.initial();
+  r.consumed.p.set(replica, admitted);
+  return r;
+}
+
+const delta = (from: string, entries: Array<{ key: string; record: KeyRecord }>, version = 1) =>
+  encodeFrame({ kind: "delta", from, version, entries });
+
+describe("gossip daemon: bad frames", () => {
+  const good = () => delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 5) }]);
+  const cases: Array<[string, () => Uint8Array]> = [
+    ["random bytes", () => Uint8Array.from({ length: 64 }, (_, i) => (i * 37 + 11) & 0xff)],
+    ["empty frame", () => new Uint8Array(0)],
+    ["valid msgpack, wrong shape", () => encode({ kind: "delta", from: "eu-west", entries: "nope" })],
+    [
+      "wrong protocol version",
+      () => {
+        const bytes = good();
+        const copy = Uint8Array.from(bytes);
+        copy[1] = 0x09; // positional frame: [version, kind, ...]; version 9 is unknown
+        return copy;
+      },
+    ],
+    ["truncated frame", () => good().slice(0, 10)],
+    ["forged sender", () => delta("ap-south", [{ key: "t1|r1", record: record("ap-south.a", 5) }])],
+  ];
+  for (const [name, make] of cases) {
+    it(`rejects ${name} without any state change`, async () => {
+      const { store, link, daemon } = setup();
+      daemon.onFrame("eu-west", make());
+      await daemon.round();
+      expect(daemon.status().badFrames).toBe(1);
+      expect(store.merges).toHaveLength(0);
+      expect(daemon.recordOf("t1", "r1")).toBeUndefined();
+      expect(link.frames().filter((f) => f.kind === "ack")).toHaveLength(0);
+    });
+  }
+
+  it("rejects an oversize frame", async () => {
+    const { store, daemon } = setup({ frameBytesMax: 64 });
+    const entries = Array.from({ length: 20 }, (_, i) => ({
+      key: `t${i}|r`,
+      record: record("eu-west.a", i + 1),
+    }));
+    daemon.onFrame("eu-west", delta("eu-west", entries));
+    await daemon.round();
+    expect(daemon.status().badFrames).toBe(1);
+    expect(store.merges).toHaveLength(0);
+  });
+
+  it("a bad frame does not disturb the next good one", async () => {
+    const { store, daemon } = setup();
+    daemon.onFrame("eu-west", new Uint8Array([0xc1, 0xc1, 0xc1]));
+    daemon.onFrame("eu-west", good());
+    await daemon.round();
+    expect(daemon.status().badFrames).toBe(1);
+    expect(store.merges.map((m) => m.key)).toEqual(["t1|r1"]);
+  });
+});
+
+describe("gossip daemon: deltas, acks, rounds", () => {
+  it("merges a valid delta into the store and acknowledges it", async () => {
+    const { store, link, daemon } = setup();
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 5) }], 7));
+    await daemon.round();
+    expect(store.merges).toHaveLength(1);
+    expect(store.merges[0]!.record.consumed.p.get("eu-west.a")).toBe(5);
+    const acks = link.frames("eu-west").filter((f) => f.kind === "ack");
+    expect(acks).toEqual([{ kind: "ack", from: "us-east", version: 7 }]);
+  });
+
+  it("a duplicated delta changes nothing the second time", async () => {
+    const { store, daemon } = setup();
+    const bytes = delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 5) }], 3);
+    daemon.onFrame("eu-west", bytes);
+    await daemon.round();
+    daemon.onFrame("eu-west", bytes);
+    await daemon.round();
+    expect(store.merges).toHaveLength(1);
+  });
+
+  it("ships a local change to every peer once, until acknowledged", async () => {
+    const { store, link, daemon } = setup();
+    store.dirty.push("t1|r1");
+    store.states.set("t1|r1", {
+      nowUs: 1_000_000,
+      recovering: false,
+      record: record("us-east.x", 3),
+      reserved: {},
+      current: {},
+      inUse: [],
+    });
+    // Round 1 sends each peer the full state (a new peer knows nothing), round 2
+    // the buffered delta; once acknowledged, nothing more goes out.
+    for (let round = 0; round < 2; round++) {
+      await daemon.round();
+      for (const peer of ["eu-west", "ap-south"]) {
+        const deltas = link.frames(peer).filter((f) => f.kind === "delta");
+        expect(deltas.length).toBeGreaterThanOrEqual(1);
+        for (const d of deltas) {
+          if (d.kind !== "delta") continue;
+          expect(d.entries[0]!.record.consumed.p.get("us-east.x")).toBe(3);
+          if (d.version > 0)
+            daemon.onFrame(peer, encodeFrame({ kind: "ack", from: peer, version: d.version }));
+        }
+      }
+      link.sent = [];
+    }
+    await daemon.round();
+    expect(link.frames().filter((f) => f.kind === "delta")).toHaveLength(0);
+  });
+
+  it("lends to a region whose demand exceeds its slice", async () => {
+    const { store, daemon } = setup();
+    // eu-west is hot: its admitted + denied counters grow fast between rounds.
+    let t = 1_000_000;
+    for (let i = 1; i <= 6; i++) {
+      t += 300_000;
+      store.nowUs = t;
+      const r = KeyRecord.initial();
+      r.consumed.p.set("eu-west.a", 100 * i);
+      r.denied.set("eu-west.a", 400 * i);
+      daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: r }], i));
+      await daemon.round();
+    }
+    const toHot = store.grants.filter((g) => g.borrower === "eu-west");
+    expect(toHot.length).toBeGreaterThan(0);
+    // Never below the floor, never more than its own base.
+    for (const g of toHot) expect(g.units).toBeLessThanOrEqual(333_333 - 20_000);
+    expect(store.grants.some((g) => g.borrower === "ap-south")).toBe(false);
+  });
+});
