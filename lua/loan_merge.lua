@@ -7,6 +7,14 @@
 --       13 loanCount L, then L × (lender, units, deadlineUs, seq),
 --       14+4L counterCount N, then N × (field, value)
 -- Returns: {loansChanged, countersChanged, nowUs}
+-- The CRDT register's join: higher seq wins; an equal seq with different
+-- content keeps the smaller (units, deadline) (packages/crdt, LoanRegister).
+local function loan_beats(c, h)
+  if not h then return c.s > 0 end
+  if c.s ~= h.s then return c.s > h.s end
+  if c.u ~= h.u then return c.u < h.u end
+  return c.d < h.d
+end
 local now = now_us()
 local P = read_policy(ARGV, 1)
 local self = ARGV[1]
@@ -44,7 +52,7 @@ if nl > 0 then
     local lender = ARGV[o]
     local l = { u = tonumber(ARGV[o + 1]), d = tonumber(ARGV[o + 2]), s = tonumber(ARGV[o + 3]) }
     local held = book.recv[lender]
-    if lender ~= self and l.s > (book.ret[lender] or 0) and (not held or l.s > held.s) then
+    if lender ~= self and l.s > (book.ret[lender] or 0) and loan_beats(l, held) then
       fresh[#fresh + 1] = { lender = lender, l = l }
     end
   end
@@ -58,7 +66,7 @@ if nl > 0 then
     for i = 1, #fresh do
       local f = fresh[i]
       local held = book.recv[f.lender]
-      if not held or f.l.s > held.s then
+      if loan_beats(f.l, held) then
         book.recv[f.lender] = f.l
         changed = changed + 1
       end

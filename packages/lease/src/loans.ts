@@ -97,6 +97,22 @@ export interface ReceivedLoan {
  * ignoring seqs ≤ the one returned (trap 12); max-merges counter entries.
  * Returns how many loan records changed.
  */
+/**
+ * The CRDT loan register's join (packages/crdt LoanRegister): a higher seq
+ * wins; two different copies with the same seq (a lender that reused a seq)
+ * resolve to the smaller (units, deadline), so a borrower never uses more than
+ * either copy promised.
+ */
+export function loanBeats(
+  candidate: { units: number; deadlineUs: number; seq: number },
+  held: { units: number; deadlineUs: number; seq: number } | undefined,
+): boolean {
+  if (held === undefined) return candidate.seq > 0;
+  if (candidate.seq !== held.seq) return candidate.seq > held.seq;
+  if (candidate.units !== held.units) return candidate.units < held.units;
+  return candidate.deadlineUs < held.deadlineUs;
+}
+
 export function mergeRemote(
   region: RegionState,
   self: string,
@@ -114,7 +130,7 @@ export function mergeRemote(
     (l) =>
       l.lender !== self &&
       l.loan.seq > (key.book.returned.get(l.lender) ?? 0) &&
-      l.loan.seq > (key.book.received.get(l.lender)?.seq ?? 0),
+      loanBeats(l.loan, key.book.received.get(l.lender)),
   );
   if (fresh.length === 0) {
     ensureMarker(region, nowUs);
@@ -124,8 +140,8 @@ export function mergeRemote(
   const live = rate ? loadBucket(region, key, limit, timing, nowUs) : undefined;
   let changed = 0;
   for (const l of fresh) {
-    // Two copies in one batch: the later, higher seq wins.
-    if (l.loan.seq > (key.book.received.get(l.lender)?.seq ?? 0)) {
+    // Two copies in one batch: the same join as the CRDT register.
+    if (loanBeats(l.loan, key.book.received.get(l.lender))) {
       key.book.received.set(l.lender, l.loan);
       changed++;
     }
