@@ -1,3 +1,4 @@
+import { checkGlobalBound } from "@geoquota/testkit";
 import { describe, expect, it } from "vitest";
 import { type KeyPolicy, LeasedClient, type Lease } from "../src/index.js";
 import { manualClock } from "./helpers/config.js";
@@ -150,5 +151,31 @@ describe("leased client", () => {
     expect(errors.length).toBeGreaterThan(0);
     store.failWith = undefined;
     await c.close();
+  });
+
+  it("never uses a lease past the store's reservation (else the refilled bucket and stale tokens overlap)", async () => {
+    const p: KeyPolicy = {
+      ...policy,
+      limit: { algorithm: "token_bucket", capacity: 10, refillPerSecond: 20 },
+      baseShare: 1_000_000,
+    };
+    let nowMs = 0;
+    const store = new FakeStore({ nowUs: () => nowMs * 1000 });
+    const mk = (batch: number) =>
+      new LeasedClient(store, p, { clock: () => nowMs, batch, lowWater: 0, durationMs: 1000, marginMs: 50 });
+    const a = mk(5);
+    const b = mk(10);
+    const admissions: { sentMs: number; answeredMs: number; cost: number }[] = [];
+    const take = async (c: LeasedClient) => {
+      if (await c.take(1)) admissions.push({ sentMs: nowMs, answeredMs: nowMs, cost: 1 });
+    };
+    await take(a); // a holds 4 unused of 5
+    nowMs += 1100; // the store's reservation of a's lease is over; the bucket refilled
+    for (let i = 0; i < 10; i++) await take(b);
+    for (let i = 0; i < 4; i++) await take(a); // a must not spend its stale tokens
+    const verdict = checkGlobalBound(admissions, { capacity: 10, refillPerSecond: 20 });
+    expect(verdict.ok, JSON.stringify(verdict.worstInterval)).toBe(true);
+    await a.close();
+    await b.close();
   });
 });
