@@ -39,6 +39,8 @@ export interface AppDeps {
   /** Metrics registry; a fresh one by default (tests build many apps). */
   readonly registry?: Registry;
   readonly clock?: MonotonicClock;
+  /** Readiness probe for /readyz (main passes Redis PING); default: the store's ping, else inspect. */
+  readonly ping?: () => Promise<unknown>;
   /** Fastify logger option; off by default (tests fail on stray output). main.ts passes pino options. */
   readonly logger?: boolean | Record<string, unknown>;
 }
@@ -75,6 +77,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     policies: deps.policies,
     metrics,
     ...(deps.clock !== undefined ? { clock: deps.clock } : {}),
+    ...(deps.ping !== undefined ? { ping: deps.ping } : {}),
   });
   const app = Fastify({ logger: deps.logger ?? false, bodyLimit: BODY_BYTES_MAX });
   app.decorate("limiter", limiter);

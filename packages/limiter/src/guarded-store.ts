@@ -93,9 +93,13 @@ export class GuardedStore implements RegionStore {
     return this.run("inspect", () => this.inner.inspect(policy));
   }
   /** Readiness: one call bounded by the timeout, outside the breaker (it must not be blocked by it). */
-  async probe(probe: KeyPolicy): Promise<boolean> {
+  async probe(probe: KeyPolicy, ping?: () => Promise<unknown>): Promise<boolean> {
     const p =
-      this.inner.ping !== undefined ? this.inner.ping() : this.inner.inspect(probe).then(() => undefined);
+      ping !== undefined
+        ? ping()
+        : this.inner.ping !== undefined
+          ? this.inner.ping()
+          : this.inner.inspect(probe).then(() => undefined);
     try {
       return (await raceTimeout(p, Math.max(this.options.timeoutMs, 250))) !== TIMED_OUT;
     } catch {

@@ -55,6 +55,8 @@ export interface LimiterDeps {
   readonly policies: PolicySet;
   readonly metrics?: LimiterMetrics;
   readonly clock?: MonotonicClock;
+  /** Readiness probe (e.g. Redis PING); default: the store's `ping`, else an `inspect`. */
+  readonly ping?: () => Promise<unknown>;
 }
 
 const finiteOr = (x: number, fallback: number) => (Number.isFinite(x) ? x : fallback);
@@ -68,8 +70,10 @@ export class Limiter {
   private readonly regionIds: readonly string[];
   private readonly metrics: LimiterMetrics | undefined;
   private policySet: PolicySet;
+  private readonly ping: (() => Promise<unknown>) | undefined;
 
   constructor(deps: LimiterDeps) {
+    this.ping = deps.ping;
     const clock = deps.clock ?? monotonicNow;
     this.config = deps.config;
     this.metrics = deps.metrics;
@@ -292,7 +296,7 @@ export class Limiter {
   }
 
   async ready(): Promise<boolean> {
-    return this.store.probe(this.resolve("gq-readiness-probe", "gq-readiness-probe"));
+    return this.store.probe(this.resolve("gq-readiness-probe", "gq-readiness-probe"), this.ping);
   }
 
   /** Returns held leases, then closes the store. */

@@ -71,6 +71,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
   const { config } = options;
   let ownedRedis: Redis | undefined;
   let store = options.store;
+  let ping: (() => Promise<unknown>) | undefined;
   if (store === undefined) {
     let redis: Redis;
     if (options.redis instanceof Redis) redis = options.redis;
@@ -78,6 +79,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
       ownedRedis = connectRegionRedis(options.redis ?? config.redis.url);
       redis = ownedRedis;
     }
+    ping = () => redis.ping();
     if (options.fresh === true) {
       await waitReady(redis, 5000);
       await initFreshRegion(redis);
@@ -96,6 +98,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
     config,
     policies: options.policies,
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
+    ...(ping !== undefined ? { ping } : {}),
   });
   const host = options.host ?? config.listen.host;
   const port = options.port ?? config.listen.port;
