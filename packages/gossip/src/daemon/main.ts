@@ -50,7 +50,9 @@ export async function startGossip(
   const registry = new Registry();
   const redis = new Redis(config.redis.url, { maxRetriesPerRequest: 1, enableAutoPipelining: false });
   redis.on("error", (err) => log.warn({ err: err.message }, "redis error"));
-  const store = await createRedisDaemonStore(redis, config);
+  // The daemon watches the primary's replication id: a failover to a replica
+  // that may have missed writes puts the region into recovery (DESIGN §4).
+  const store = await createRedisDaemonStore(redis, config, { primaryCheckMs: 1000 });
   const peers = config.regions.filter((r) => r.id !== config.region);
   let daemon: GossipDaemon | undefined;
   const mesh = new Mesh(
