@@ -1,0 +1,222 @@
+// The checks of a chaos run besides the global bound (which is the testkit's
+// exact oracle). Pure functions over what the run recorded.
+//
+// Σ shares ≤ U from samples taken at slightly different instants. Each
+// sample carries the Redis TIME its view was computed at; the cluster's
+// Redis servers share this host's clock, so we group one sample per region
+// with pairwise distance ≤ maxSpreadMs on that clock and require Σ ≤ U for
+// the group. Why a group spread δ cannot invent a violation: every share
+// change that moves units between regions is ordered by a gossip message or
+// by ε. A borrower starts using a loan only after the lender's grant crossed
+// a link; it stops (return, or deadline − ε) before the lender frees the
+// units (on the return's arrival, or at deadline + ε). With every gossip link
+// delayed ≥ WAN_ONE_WAY_MIN_MS (the latency toxic) and 2ε ≫ δ, a borrower
+// sample that counts a loan is within δ of a lender sample that still
+// reserves it, provided δ < the minimum one-way delay. Recovery only lowers a
+// share and ends D + 2ε after the loss, after every old loan lapsed. So a
+// group sum above U means some real instant had Σ s_i > U. Groups wider than
+// δ (a region slow to answer, or not answering) are skipped and counted.
+import type { Admission } from "@geoquota/testkit";
+import type { LinkSample, QuotaSample } from "./sampler.js";
+
+export const SHARE_UNITS = 1_000_000;
+
+export interface ShareSumVerdict {
+  readonly ok: boolean;
+  readonly groupsChecked: number;
+  readonly groupsSkipped: number;
+  readonly maxSumPpm: number;
+  /** Largest gap between consecutive samples of one region, ms (client clock). */
+  readonly maxSampleGapMs: number;
+  /** Up to 5 offending groups. */
+  readonly violations: ReadonlyArray<{
+    readonly sumPpm: number;
+    readonly atMs: number;
+    readonly shares: readonly number[];
+    readonly nowUs: readonly number[];
+  }>;
+}
+
+function nearest(sorted: readonly QuotaSample[], us: number): QuotaSample | undefined {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (sorted[mid]!.nowUs < us) lo = mid + 1;
+    else hi = mid;
+  }
+  const a = sorted[lo - 1];
+  const b = sorted[lo];
+  if (!a) return b;
+  if (!b) return a;
+  return us - a.nowUs <= b.nowUs - us ? a : b;
+}
+
+export function checkShareSum(
+  samples: readonly QuotaSample[],
+  regions: number,
+  options: { maxSpreadMs: number; units?: number },
+): ShareSumVerdict {
+  const units = options.units ?? SHARE_UNITS;
+  const spreadUs = options.maxSpreadMs * 1000;
+  const by: QuotaSample[][] = Array.from({ length: regions }, () => []);
+  for (const s of samples) by[s.region]?.push(s);
+  let maxGap = 0;
+  for (const list of by) {
+    const byTime = [...list].sort((a, b) => a.tMs - b.tMs);
+    for (let i = 1; i < byTime.length; i++) maxGap = Math.max(maxGap, byTime[i]!.tMs - byTime[i - 1]!.tMs);
+    list.sort((a, b) => a.nowUs - b.nowUs);
+  }
+  let checked = 0;
+  let skipped = 0;
+  let maxSum = 0;
+  const violations: Array<ShareSumVerdict["violations"][number]> = [];
+  // Every sample anchors one group: the nearest sample of each other region.
+  for (const anchor of samples) {
+    const group: QuotaSample[] = [];
+    for (let r = 0; r < regions; r++) {
+      const s = r === anchor.region ? anchor : nearest(by[r]!, anchor.nowUs);
+      if (s) group.push(s);
+    }
+    const times = group.map((s) => s.nowUs);
+    if (group.length < regions || Math.max(...times) - Math.min(...times) > spreadUs) {
+      skipped++;
+      continue;
+    }
+    checked++;
+    const sum = group.reduce((a, s) => a + s.sharePpm, 0);
+    if (sum > maxSum) maxSum = sum;
+    if (sum > units && violations.length < 5)
+      violations.push({ sumPpm: sum, atMs: anchor.tMs, shares: group.map((s) => s.sharePpm), nowUs: times });
+  }
+  return {
+    ok: violations.length === 0,
+    groupsChecked: checked,
+    groupsSkipped: skipped,
+    maxSumPpm: maxSum,
+    maxSampleGapMs: maxGap,
+    violations,
+  };
+}
+
+/**
+ * How long after `eventMs` every region knew every counter value that any
+ * surviving region knew at `eventMs` (its last view answered by then). The
+ * counters of `lostRegion` before the event are excluded: what it had not yet
+ * gossiped is gone for good, by design. A region's view counts only if it was
+ * requested after the event. Null: not within the samples.
+ */
+export function convergenceAfter(
+  samples: readonly QuotaSample[],
+  regions: number,
+  eventMs: number,
+  lostRegion?: number,
+): number | null {
+  const sorted = [...samples].sort((a, b) => a.answeredMs - b.answeredMs);
+  const lastBefore: Array<QuotaSample | undefined> = [];
+  for (const s of sorted) if (s.answeredMs <= eventMs) lastBefore[s.region] = s;
+  const target = new Map<string, number>();
+  for (const [r, s] of lastBefore.entries()) {
+    if (!s || r === lostRegion) continue;
+    for (const [k, v] of s.counters) if (v > (target.get(k) ?? Number.NEGATIVE_INFINITY)) target.set(k, v);
+  }
+  const latest: Array<QuotaSample | undefined> = Array.from({ length: regions }, () => undefined);
+  const covers = (s: QuotaSample | undefined) => {
+    if (!s) return false;
+    for (const [k, v] of target) if ((s.counters.get(k) ?? Number.NEGATIVE_INFINITY) < v) return false;
+    return true;
+  };
+  for (const s of sorted) {
+    if (s.tMs < eventMs) continue;
+    latest[s.region] = s;
+    if (latest.every(covers)) return s.answeredMs - eventMs;
+  }
+  return null;
+}
+
+/**
+ * When, after `eventMs`, every daemon first reported all its links up (each
+ * by a status requested after the event). Null: not within the samples.
+ */
+export function linksUpAfter(links: readonly LinkSample[], regions: number, eventMs: number): number | null {
+  const sorted = [...links].sort((a, b) => a.answeredMs - b.answeredMs);
+  const up: boolean[] = Array.from({ length: regions }, () => false);
+  for (const s of sorted) {
+    if (s.tMs < eventMs) continue;
+    up[s.region] = s.allUp;
+    if (up.every(Boolean)) return s.answeredMs - eventMs;
+  }
+  return null;
+}
+
+/** One answered check as the chaos sender saw it. */
+export interface CheckRecord {
+  readonly region: number;
+  readonly sentMs: number;
+  readonly answeredMs: number;
+  readonly allowed: boolean;
+  readonly degraded: boolean;
+  readonly cost: number;
+}
+
+export interface FailClosedVerdict {
+  readonly ok: boolean;
+  readonly region: string;
+  /** Cost admitted by the region for requests sent while its Redis was away. */
+  readonly admittedDuringCut: number;
+  /** What it may admit then: tokens it could hold in in-process leases at the cut. */
+  readonly leasedMax: number;
+  readonly answeredDuringCut: number;
+  readonly degradedDuringCut: number;
+  /** Answers that should have been degraded and were not (see below). */
+  readonly notDegraded: number;
+}
+
+/**
+ * While region `region`'s Redis is cut ([cutMs, healMs] on the client clock):
+ * it admits no more than the tokens it held in leases; every denial is
+ * degraded (no store could have decided it); and every answer to a request
+ * sent ≥ `breakerMs` after the cut is degraded (the breaker must be open or
+ * half-open by then, so even lease admissions say so).
+ */
+export function checkFailClosed(
+  records: readonly CheckRecord[],
+  o: {
+    region: number;
+    regionId: string;
+    cutMs: number;
+    healMs: number;
+    leasedMax: number;
+    breakerMs: number;
+  },
+): FailClosedVerdict {
+  let admitted = 0;
+  let answered = 0;
+  let degraded = 0;
+  let notDegraded = 0;
+  for (const r of records) {
+    if (r.region !== o.region || r.sentMs < o.cutMs || r.answeredMs > o.healMs) continue;
+    answered++;
+    if (r.degraded) degraded++;
+    if (r.allowed) admitted += r.cost;
+    const mustBeDegraded = !r.allowed || r.sentMs >= o.cutMs + o.breakerMs;
+    if (mustBeDegraded && !r.degraded) notDegraded++;
+  }
+  return {
+    ok: admitted <= o.leasedMax && notDegraded === 0,
+    region: o.regionId,
+    admittedDuringCut: admitted,
+    leasedMax: o.leasedMax,
+    answeredDuringCut: answered,
+    degradedDuringCut: degraded,
+    notDegraded,
+  };
+}
+
+/** Admitted cost per second over [fromMs, toMs] (by answer time) as a fraction of r. */
+export function rateOfR(admissions: readonly Admission[], r: number, fromMs: number, toMs: number): number {
+  if (!(toMs > fromMs) || !(r > 0)) return 0;
+  let sum = 0;
+  for (const a of admissions) if (a.answeredMs >= fromMs && a.answeredMs <= toMs) sum += a.cost;
+  return sum / ((r * (toMs - fromMs)) / 1000);
+}

@@ -1,0 +1,247 @@
+// The faults, each an inject/heal pair against the real cluster. A scenario
+// (scenarios.ts) places faults on its timeline; the randomized scenario draws
+// them from the same catalog. Toxic names carry the fault's id, so faults on
+// different proxies never remove each other's toxics.
+import type { Cluster } from "../cluster/orchestrator.js";
+import { flushRegion } from "../demo/faults.js";
+import type { Rng } from "./rng.js";
+import { addToxic, gossipProxiesOf, linkOf, removeToxic, setEnabled, type ToxicSpec } from "./toxics.js";
+
+export type FaultClass = "gossip" | "redis" | "daemon";
+
+export type FaultKind =
+  | "isolate"
+  | "split"
+  | "asymmetric"
+  | "flapping"
+  | "slow-link"
+  | "reset-peer"
+  | "redis-loss"
+  | "flush"
+  | "redis-restart"
+  | "daemon-kill";
+
+export const FAULT_KINDS: readonly FaultKind[] = [
+  "isolate",
+  "split",
+  "asymmetric",
+  "flapping",
+  "slow-link",
+  "reset-peer",
+  "redis-loss",
+  "flush",
+  "redis-restart",
+  "daemon-kill",
+];
+
+export const FAULT_CLASS: Readonly<Record<FaultKind, FaultClass>> = {
+  isolate: "gossip",
+  split: "gossip",
+  asymmetric: "gossip",
+  flapping: "gossip",
+  "slow-link": "gossip",
+  "reset-peer": "gossip",
+  "redis-loss": "redis",
+  flush: "redis",
+  "redis-restart": "redis",
+  "daemon-kill": "daemon",
+};
+
+export interface Fault {
+  readonly kind: FaultKind;
+  readonly label: string;
+  /** The region whose Redis forgot its state (its pre-fault counters are not expected back). */
+  readonly lostRegion?: string;
+  /** The region whose limiter lost its Redis (the fail-closed check applies to it). */
+  readonly redisCutRegion?: string;
+  inject(): Promise<void>;
+  heal(): Promise<void>;
+}
+
+export interface FaultTarget {
+  readonly cluster: Cluster;
+  readonly rng: Rng;
+  /** Unique per fault instance (toxic names). */
+  readonly id: string;
+  /** The region the fault centres on. */
+  readonly region: string;
+  /** A second region, for faults on one link. */
+  readonly peer: string;
+}
+
+function api(cluster: Cluster) {
+  const t = cluster.toxiproxy;
+  if (!t) throw new Error("chaos needs the cluster started with toxiproxy: true");
+  return t.server.api;
+}
+
+async function addAll(cluster: Cluster, items: ReadonlyArray<[string, ToxicSpec]>): Promise<void> {
+  await Promise.all(items.map(([proxy, spec]) => addToxic(api(cluster), proxy, spec)));
+}
+
+async function removeAll(cluster: Cluster, items: ReadonlyArray<[string, ToxicSpec]>): Promise<void> {
+  await Promise.all(items.map(([proxy, spec]) => removeToxic(api(cluster), proxy, spec.name)));
+}
+
+function bothWays(
+  proxies: readonly string[],
+  make: (stream: "upstream" | "downstream") => ToxicSpec,
+): Array<[string, ToxicSpec]> {
+  return proxies.flatMap(
+    (p): Array<[string, ToxicSpec]> => [
+      [p, make("upstream")],
+      [p, make("downstream")],
+    ],
+  );
+}
+
+/** Builds one fault of `kind` (its parameters drawn from `t.rng`). */
+export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
+  const { cluster, rng, id, region, peer } = t;
+  const ids = cluster.regions.map((r) => r.id);
+  const regionLinks = gossipProxiesOf(ids, region);
+  switch (kind) {
+    case "isolate":
+      // Every gossip link of the region refused: connections drop at once.
+      return {
+        kind,
+        label: `${region} cut off (gossip links down)`,
+        inject: () => setEnabled(api(cluster), regionLinks, false),
+        heal: () => setEnabled(api(cluster), regionLinks, true),
+      };
+    case "split": {
+      // 2|1 as a silent black hole: data stalls in Toxiproxy (timeout 0 never
+      // closes) and is delivered late, all at once, when the toxic goes.
+      const toxics = bothWays(regionLinks, (stream) => ({
+        name: `${id}_blackhole_${stream}`,
+        type: "timeout",
+        stream,
+        attributes: { timeout: 0 },
+      }));
+      const rest = ids.filter((x) => x !== region).join("+");
+      return {
+        kind,
+        label: `split ${rest} | ${region} (black hole)`,
+        inject: () => addAll(cluster, toxics),
+        heal: () => removeAll(cluster, toxics),
+      };
+    }
+    case "asymmetric": {
+      const { proxy, streamFromX } = linkOf(region, peer);
+      const toxics: Array<[string, ToxicSpec]> = [
+        [proxy, { name: `${id}_oneway`, type: "timeout", stream: streamFromX, attributes: { timeout: 0 } }],
+      ];
+      return {
+        kind,
+        label: `${region}→${peer} stalled, ${peer}→${region} flows`,
+        inject: () => addAll(cluster, toxics),
+        heal: () => removeAll(cluster, toxics),
+      };
+    }
+    case "flapping": {
+      const { proxy } = linkOf(region, peer);
+      let stop = false;
+      let loop: Promise<void> | undefined;
+      const periodMin = rng.int(150, 300);
+      const periodMax = periodMin + rng.int(200, 600);
+      const seq = Array.from({ length: 256 }, () => rng.int(periodMin, periodMax));
+      return {
+        kind,
+        label: `${region}↔${peer} flapping every ${periodMin}–${periodMax} ms`,
+        inject: async () => {
+          loop = (async () => {
+            let up = true;
+            for (let i = 0; !stop && i < seq.length; i++) {
+              up = !up;
+              await setEnabled(api(cluster), [proxy], up);
+              await new Promise((r) => setTimeout(r, seq[i]));
+            }
+          })();
+        },
+        heal: async () => {
+          stop = true;
+          await loop;
+          await setEnabled(api(cluster), [proxy], true);
+        },
+      };
+    }
+    case "slow-link": {
+      // Narrow (KB/s) and chopped into small delayed segments, both directions.
+      const rate = rng.int(1, 4);
+      const toxics = [
+        ...bothWays(regionLinks, (stream) => ({
+          name: `${id}_bw_${stream}`,
+          type: "bandwidth",
+          stream,
+          attributes: { rate },
+        })),
+        ...bothWays(regionLinks, (stream) => ({
+          name: `${id}_slicer_${stream}`,
+          type: "slicer",
+          stream,
+          attributes: { average_size: 48, size_variation: 32, delay: rng.int(1000, 5000) },
+        })),
+      ];
+      return {
+        kind,
+        label: `${region}'s links at ${rate} KB/s, sliced`,
+        inject: () => addAll(cluster, toxics),
+        heal: () => removeAll(cluster, toxics),
+      };
+    }
+    case "reset-peer": {
+      const timeout = rng.int(100, 600);
+      const toxics = bothWays(regionLinks, (stream) => ({
+        name: `${id}_reset_${stream}`,
+        type: "reset_peer",
+        stream,
+        attributes: { timeout },
+      }));
+      return {
+        kind,
+        label: `${region}'s links reset by peer after ${timeout} ms`,
+        inject: () => addAll(cluster, toxics),
+        heal: () => removeAll(cluster, toxics),
+      };
+    }
+    case "redis-loss":
+      return {
+        kind,
+        label: `${region}'s limiter and daemon lose their Redis`,
+        redisCutRegion: region,
+        inject: () => setEnabled(api(cluster), [`redis_${region}`], false),
+        heal: () => setEnabled(api(cluster), [`redis_${region}`], true),
+      };
+    case "flush":
+      return {
+        kind,
+        label: `FLUSHALL on ${region}'s Redis`,
+        lostRegion: region,
+        inject: () => flushRegion(cluster, region),
+        heal: async () => {},
+      };
+    case "redis-restart": {
+      const r = regionOf(cluster, region);
+      return {
+        kind,
+        label: `${region}'s Redis SIGKILLed, restarted empty`,
+        lostRegion: region,
+        inject: () => r.redisServer.kill(),
+        heal: () => r.redisServer.restart(),
+      };
+    }
+    case "daemon-kill":
+      return {
+        kind,
+        label: `${region}'s gossip daemon SIGKILLed and restarted`,
+        inject: () => cluster.restartGossip(region, { kill: true }),
+        heal: async () => {},
+      };
+  }
+}
+
+function regionOf(cluster: Cluster, id: string) {
+  const r = cluster.regions.find((x) => x.id === id);
+  if (!r) throw new Error(`no region ${id}`);
+  return r;
+}

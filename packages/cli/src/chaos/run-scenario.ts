@@ -1,0 +1,263 @@
+// Runs one planned scenario against a running chaos cluster: a fresh tenant,
+// open-loop skewed traffic to every region (the demo's generator), shares and
+// counters sampled every 40 ms, the faults injected and healed on the plan's
+// timeline; then the verdicts: the exact global bound (testkit oracle, whole
+// run and every sub-interval), Σ shares ≤ U, counter convergence after each
+// heal, fail-closed while a limiter's Redis is away. Nothing here prints: the
+// caller formats the result (report.ts).
+import { checkGlobalBound, type OracleVerdict } from "@geoquota/testkit";
+import type { Cluster } from "../cluster/orchestrator.js";
+import { OUTCOME, RequestLog } from "../demo/request-log.js";
+import { realClock } from "../demo/scenarios.js";
+import { TrafficGenerator } from "../demo/traffic.js";
+import {
+  checkFailClosed,
+  checkShareSum,
+  convergenceAfter,
+  type FailClosedVerdict,
+  linksUpAfter,
+  rateOfR,
+  type ShareSumVerdict,
+} from "./checks.js";
+import { CHAOS_RESOURCE, LEASED } from "./cluster.js";
+import { type Fault, makeFault } from "./faults.js";
+import { createRng } from "./rng.js";
+import { QuotaSampler } from "./sampler.js";
+import type { ScenarioPlan } from "./scenarios.js";
+import { chaosSender } from "./sender.js";
+import { WAN_ONE_WAY_MIN_MS } from "./toxics.js";
+
+export interface RunOptions {
+  readonly cluster: Cluster;
+  readonly plan: ScenarioPlan;
+  readonly tenant: string;
+  readonly durationMs: number;
+  readonly limit: { readonly capacity: number; readonly refillPerSecond: number };
+  readonly leasedRegion: string;
+  /**
+   * Counters must converge within this once every link is up again after a
+   * heal (2 rounds of the slowest interval). Measured from the links being up,
+   * not from the heal: re-dialing is the transport's backoff (up to its 5 s
+   * cap), reported separately as linksUpMs.
+   */
+  readonly convergenceMaxMs?: number;
+  /** How long to keep sampling after the traffic stops, waiting for convergence. */
+  readonly convergenceWaitMs?: number;
+  readonly signal?: AbortSignal;
+}
+
+export interface FaultRecord {
+  readonly kind: string;
+  readonly label: string;
+  readonly region: string;
+  /** Client ms from the scenario start: inject returned, heal started, heal returned. */
+  readonly injectedMs: number;
+  readonly healStartMs: number;
+  readonly healedMs: number;
+  /** From the heal until every daemon saw all its links up. */
+  readonly linksUpMs: number | null;
+  /** From the heal until every region's counters reached what any surviving region knew at the heal. */
+  readonly convergenceMs: number | null;
+}
+
+export interface ScenarioResult {
+  readonly name: string;
+  readonly seed: number;
+  readonly tenant: string;
+  readonly description: string;
+  readonly guarantees: readonly string[];
+  readonly hot: string;
+  readonly demand: Readonly<Record<string, number>>;
+  readonly durationMs: number;
+  readonly ok: boolean;
+  readonly failures: readonly string[];
+  readonly bound: OracleVerdict;
+  readonly shares: ShareSumVerdict;
+  readonly faults: readonly FaultRecord[];
+  readonly failClosed: readonly FailClosedVerdict[];
+  /** Admitted ÷ the whole run's bound C + r·T. */
+  readonly utilization: number;
+  /** Admitted rate ÷ r from the last heal (+1 s) to the end; null when that window is too short. */
+  readonly rateAfterHealOfR: number | null;
+  readonly requests: { sent: number; answered: number; errors: number; shed: number };
+  readonly samples: { count: number; misses: number; linkSamples: number };
+}
+
+/** Pairing window for Σ shares: strictly below the smallest one-way gossip delay (see checks.ts). */
+export const SHARE_PAIRING_MS = WAN_ONE_WAY_MIN_MS - 5;
+
+export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
+  const { cluster, plan } = o;
+  const ids = cluster.regions.map((r) => r.id);
+  const idx = (id: string) => ids.indexOf(id);
+  const origin = performance.now();
+  const now = () => performance.now() - origin;
+  const L = o.durationMs;
+  const rng = createRng(plan.seed);
+  const key = { tenant: o.tenant, resource: CHAOS_RESOURCE, ...o.limit };
+  const totalRate = Object.values(plan.demand).reduce((a, b) => a + b, 0);
+  const log = new RequestLog(Math.ceil((totalRate * L) / 1000) * 2 + 1000);
+  const sender = chaosSender(
+    cluster.regions.map((r) => r.url),
+    now,
+  );
+  const traffic = new TrafficGenerator({ regionIds: ids, keys: [key], log, send: sender.send, now });
+  const sampler = new QuotaSampler({
+    urls: cluster.regions.map((r) => r.url),
+    gossipUrls: cluster.regions.map((r) => r.gossipUrl),
+    tenant: o.tenant,
+    resource: CHAOS_RESOURCE,
+    now,
+  });
+  const failures: string[] = [];
+  const records: Array<Omit<FaultRecord, "convergenceMs" | "linksUpMs"> & { fault: Fault }> = [];
+  // The timeline: every inject and heal, in time order (a slow action delays later ones, never reorders).
+  const faults = plan.faults.map((f, i) => ({
+    plan: f,
+    fault: makeFault(f.kind, { cluster, rng: rng.fork(), id: `f${i}`, region: f.region, peer: f.peer }),
+  }));
+  const steps = faults
+    .flatMap((f, i) => [
+      { atMs: f.plan.startFrac * L, i, what: "inject" as const },
+      { atMs: f.plan.endFrac * L, i, what: "heal" as const },
+    ])
+    .sort((a, b) => a.atMs - b.atMs || (a.what === "inject" ? -1 : 1));
+  const times = faults.map(() => ({ injectedMs: Number.NaN, healStartMs: Number.NaN, healedMs: Number.NaN }));
+  const until = async (atMs: number) => {
+    const wait = atMs - now();
+    if (wait > 0) await realClock.sleep(wait, o.signal);
+  };
+  sampler.start();
+  traffic.setDemand([plan.demand]);
+  traffic.start();
+  try {
+    for (const s of steps) {
+      await until(s.atMs);
+      if (o.signal?.aborted) break;
+      const f = faults[s.i]!;
+      const t = times[s.i]!;
+      try {
+        if (s.what === "inject") {
+          await f.fault.inject();
+          t.injectedMs = now();
+        } else {
+          t.healStartMs = now();
+          await f.fault.heal();
+          t.healedMs = now();
+        }
+      } catch (err) {
+        failures.push(`${s.what} ${f.fault.label}: ${(err as Error).message}`);
+      }
+    }
+    await until(L);
+  } finally {
+    await traffic.stop();
+    // Heal anything the loop did not reach (aborted or failed), so the cluster is usable.
+    for (const [i, f] of faults.entries()) {
+      if (!Number.isNaN(times[i]!.healStartMs)) continue;
+      times[i]!.healStartMs = now();
+      await f.fault.heal().catch((err: Error) => failures.push(`heal ${f.fault.label}: ${err.message}`));
+      times[i]!.healedMs = now();
+    }
+  }
+  for (const [i, f] of faults.entries())
+    records.push({
+      kind: f.plan.kind,
+      label: f.fault.label,
+      region: f.plan.region,
+      fault: f.fault,
+      ...times[i]!,
+    });
+
+  // Keep sampling (no traffic) until every heal converged, or the wait ends.
+  const convergenceMaxMs = o.convergenceMaxMs ?? 1000;
+  const waitUntil = Math.max(now(), ...records.map((r) => r.healedMs)) + (o.convergenceWaitMs ?? 6000);
+  const converged = () =>
+    records.map((r) =>
+      convergenceAfter(
+        sampler.samples,
+        ids.length,
+        r.healedMs,
+        r.fault.lostRegion === undefined ? undefined : idx(r.fault.lostRegion),
+      ),
+    );
+  let conv = converged();
+  while (conv.some((c) => c === null) && now() < waitUntil && !o.signal?.aborted) {
+    await realClock.sleep(200, o.signal);
+    conv = converged();
+  }
+  await sampler.stop();
+  await sender.close();
+
+  // Verdicts.
+  const admissions = log.admissions(0);
+  const bound = checkGlobalBound(admissions, o.limit);
+  if (!bound.ok)
+    failures.push(
+      `global bound VIOLATED: worst interval admitted ${bound.worstInterval?.admitted} > bound ${bound.worstInterval?.bound.toFixed(2)} (excess ${bound.worstExcess.toFixed(2)})`,
+    );
+  const shares = checkShareSum(sampler.samples, ids.length, { maxSpreadMs: SHARE_PAIRING_MS });
+  if (!shares.ok) failures.push(`Σ shares VIOLATED: max ${shares.maxSumPpm} ppm > 1000000`);
+  if (shares.groupsChecked === 0) failures.push("Σ shares: no sample group close enough to check");
+  const faultRecords: FaultRecord[] = records.map(({ fault: _f, ...r }, i) => ({
+    ...r,
+    linksUpMs: linksUpAfter(sampler.links, ids.length, r.healedMs),
+    convergenceMs: conv[i] ?? null,
+  }));
+  for (const r of faultRecords) {
+    if (r.convergenceMs === null) failures.push(`counters did not converge after: ${r.label}`);
+    else if (r.convergenceMs - (r.linksUpMs ?? 0) > convergenceMaxMs)
+      failures.push(
+        `counters converged ${Math.round(r.convergenceMs - (r.linksUpMs ?? 0))} ms after the links were up (> ${convergenceMaxMs} ms): ${r.label}`,
+      );
+  }
+  const failClosed = records
+    .filter((r) => r.fault.redisCutRegion !== undefined)
+    .map((r) => {
+      const region = r.fault.redisCutRegion!;
+      return checkFailClosed(sender.records, {
+        region: idx(region),
+        regionId: region,
+        cutMs: r.injectedMs,
+        healMs: r.healStartMs,
+        leasedMax: region === o.leasedRegion ? LEASED.batch + LEASED.lowWater : 0,
+        breakerMs: 1000,
+      });
+    });
+  for (const f of failClosed)
+    if (!f.ok)
+      failures.push(
+        `fail-closed broken in ${f.region}: admitted ${f.admittedDuringCut} (leased max ${f.leasedMax}), ${f.notDegraded} answers not degraded`,
+      );
+  const lastHeal = Math.max(0, ...faultRecords.map((r) => r.healedMs));
+  let errors = 0;
+  for (const r of log.records()) if (r.outcome === OUTCOME.error) errors++;
+  // An errored request may have been admitted unseen: the bound check would be blind to it.
+  if (errors > 0) failures.push(`${errors} requests got no answer: the oracle cannot count them`);
+  return {
+    name: plan.name,
+    seed: plan.seed,
+    tenant: o.tenant,
+    description: plan.description,
+    guarantees: plan.guarantees,
+    hot: plan.hot,
+    demand: plan.demand,
+    durationMs: L,
+    ok: failures.length === 0,
+    failures,
+    bound,
+    shares,
+    faults: faultRecords,
+    failClosed,
+    utilization: bound.bound > 0 ? bound.admitted / bound.bound : 0,
+    rateAfterHealOfR:
+      lastHeal + 1000 < L - 1000 ? rateOfR(admissions, o.limit.refillPerSecond, lastHeal + 1000, L) : null,
+    requests: {
+      sent: traffic.counters.sent,
+      answered: log.size - errors,
+      errors,
+      shed: traffic.counters.shed,
+    },
+    samples: { count: sampler.samples.length, misses: sampler.misses, linkSamples: sampler.links.length },
+  };
+}

@@ -1,0 +1,91 @@
+// Toxiproxy operations the scenarios use, on the cluster's real Toxiproxy
+// server. Proxy `gossip_<a>_<b>` carries the one TCP link between a and b
+// (a dials b): its `upstream` stream is a→b, `downstream` is b→a. Proxy
+// `redis_<id>` is region id's limiter and daemon → its own Redis.
+import type { Toxiproxy } from "toxiproxy-node-client";
+import { dialPairs } from "../cluster/ids.js";
+import type { Rng } from "./rng.js";
+
+export type Stream = "upstream" | "downstream";
+export type ToxicType = "latency" | "bandwidth" | "slicer" | "timeout" | "reset_peer";
+
+/**
+ * Lowest one-way delay the WAN latency toxic allows (latency − jitter). The
+ * share-sum check pairs samples no further apart than this: see checks.ts.
+ */
+export const WAN_ONE_WAY_MIN_MS = 35;
+export const WAN_ONE_WAY_MAX_MS = 50;
+
+export function gossipProxyNames(ids: readonly string[]): string[] {
+  return dialPairs(ids).map(([a, b]) => `gossip_${a}_${b}`);
+}
+
+/** The proxy of the link between x and y, and the stream that carries x→y on it. */
+export function linkOf(x: string, y: string): { proxy: string; streamFromX: Stream } {
+  return x < y
+    ? { proxy: `gossip_${x}_${y}`, streamFromX: "upstream" }
+    : { proxy: `gossip_${y}_${x}`, streamFromX: "downstream" };
+}
+
+export function gossipProxiesOf(ids: readonly string[], region: string): string[] {
+  return dialPairs(ids)
+    .filter(([a, b]) => a === region || b === region)
+    .map(([a, b]) => `gossip_${a}_${b}`);
+}
+
+export interface ToxicSpec {
+  readonly name: string;
+  readonly type: ToxicType;
+  readonly stream: Stream;
+  readonly attributes: Readonly<Record<string, number>>;
+}
+
+export async function addToxic(api: Toxiproxy, proxy: string, t: ToxicSpec): Promise<void> {
+  const p = await api.get(proxy);
+  await p.addToxic({
+    name: t.name,
+    type: t.type,
+    stream: t.stream,
+    toxicity: 1,
+    attributes: t.attributes as never,
+  });
+}
+
+export async function removeToxic(api: Toxiproxy, proxy: string, name: string): Promise<void> {
+  const p = await api.get(proxy);
+  const t = await p.getToxic(name);
+  await t.remove();
+}
+
+/** Disabling a proxy closes its connections and refuses new ones (a dead link). */
+export async function setEnabled(
+  api: Toxiproxy,
+  proxies: readonly string[],
+  enabled: boolean,
+): Promise<void> {
+  await Promise.all(
+    proxies.map(async (name) => {
+      const p = await api.get(name);
+      await p.update({ enabled, listen: p.listen, upstream: p.upstream });
+    }),
+  );
+}
+
+/**
+ * WAN-like delay on every gossip link, both directions: latency L in
+ * [40, 45] ms with jitter J so that L ± J stays in [35, 50] ms.
+ */
+export async function addWanLatency(api: Toxiproxy, proxies: readonly string[], rng: Rng): Promise<void> {
+  const specs: Array<[string, ToxicSpec]> = [];
+  for (const proxy of proxies) {
+    for (const stream of ["upstream", "downstream"] as const) {
+      const latency = rng.int(40, 45);
+      const jitter = Math.min(latency - WAN_ONE_WAY_MIN_MS, WAN_ONE_WAY_MAX_MS - latency);
+      specs.push([
+        proxy,
+        { name: `wan_${stream}`, type: "latency", stream, attributes: { latency, jitter } },
+      ]);
+    }
+  }
+  await Promise.all(specs.map(([proxy, spec]) => addToxic(api, proxy, spec)));
+}
