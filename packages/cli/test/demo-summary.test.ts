@@ -1,7 +1,13 @@
 import { type Admission, checkGlobalBound } from "@geoquota/testkit";
 import { describe, expect, it } from "vitest";
 import { OUTCOME, RequestLog } from "../src/demo/request-log.js";
-import { boundLines, fmtBound, utilization, utilizationLine } from "../src/demo/summary.js";
+import {
+  boundLines,
+  fmtBound,
+  shareReachedAfter,
+  utilization,
+  utilizationLine,
+} from "../src/demo/summary.js";
 
 const limit = { capacity: 1000, refillPerSecond: 1000 / 60 };
 
@@ -39,11 +45,13 @@ describe("boundLines", () => {
     expect(Number(fmtBound(2500))).toBe(2500);
   });
 
-  it("labels side keys", () => {
-    const v = checkGlobalBound([], { capacity: 10, refillPerSecond: 1 / 6 });
-    expect(boundLines(v, 0, "  cust_free_1018/payments_checkout")[0]).toBe(
-      "  cust_free_1018/payments_checkout: global bound held: admitted 0 ≤ bound 10.00",
-    );
+  it("gives a side key that held one short line, and a violated one the full verdict", () => {
+    const side = { capacity: 10, refillPerSecond: 1 / 6 };
+    expect(boundLines(checkGlobalBound([], side), 0, "  cust_free_1018/payments_checkout")).toEqual([
+      "  cust_free_1018/payments_checkout: held too, admitted 0 ≤ bound 10.00",
+    ]);
+    const bad = boundLines(checkGlobalBound(evenAdmissions(20, 1000), side), 0, "  k");
+    expect(bad[0]).toMatch(/^ {2}k: global bound VIOLATED: admitted 20 > bound 10\.\d\d$/);
   });
 });
 
@@ -60,10 +68,24 @@ describe("utilization", () => {
     expect(u.ratio).toBeGreaterThan(0.9);
     expect(u.ratio).toBeLessThan(1);
     expect(u.settledAfterMs).not.toBeNull();
-    expect(u.settledAfterMs!).toBeGreaterThanOrEqual(3000);
-    expect(u.settledAfterMs!).toBeLessThanOrEqual(5000);
-    expect(utilizationLine(u, "us-east", limit.refillPerSecond)).toMatch(
-      /^utilization during shift \(demand all in us-east\): admitted \d+\.\d\d\/s of r = 16\.67\/s = \d+\.\d%/,
+    // The first trailing 3 s window at ≥ 15/s starts a little before 3 s (the 5/s head counts too).
+    expect(u.settledAfterMs!).toBeGreaterThanOrEqual(2000);
+    expect(u.settledAfterMs!).toBeLessThanOrEqual(3000);
+    expect(utilizationLine(u, "us-east", limit.refillPerSecond, 2500)).toMatch(
+      /^utilization during shift \(demand all in us-east\): admitted \d+\.\d\d\/s of r = 16\.67\/s = \d+\.\d% \(sustained ≥ 90% of r from \d+\.\ds after the shift; us-east's share reached 90% 2\.5s after the shift\)$/,
     );
+  });
+
+  it("finds when the hot region's polled share first reached 90%", () => {
+    const samples = [0, 500, 1000, 1500, 2000].map((tMs, i) => ({
+      tMs,
+      regions: {
+        "us-east": { sharePpm: [333_333, 500_000, 899_999, 930_000, 960_000][i]! },
+        "eu-west": null,
+      },
+    }));
+    expect(shareReachedAfter(samples, "us-east", 0, 2000)).toBe(1500);
+    expect(shareReachedAfter(samples, "us-east", 0, 1000)).toBeNull();
+    expect(shareReachedAfter(samples, "eu-west", 0, 2000)).toBeNull();
   });
 });

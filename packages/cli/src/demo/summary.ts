@@ -25,6 +25,9 @@ function secs(ms: number, originMs: number): string {
 export function boundLines(v: OracleVerdict, originMs: number, label?: string): string[] {
   const prefix = label ? `${label}: ` : "";
   const w = v.worstInterval;
+  // A side key that held gets one short line, so the headline stays the only "global bound held".
+  if (v.ok && label)
+    return [`${label}: held too, admitted ${fmtCost(v.admitted)} ≤ bound ${fmtBound(v.bound)}`];
   if (v.ok) {
     const lines = [
       `${prefix}global bound held: admitted ${fmtCost(v.admitted)} ≤ bound ${fmtBound(v.bound)}`,
@@ -54,7 +57,7 @@ export interface Utilization {
   readonly admittedPerSec: number;
   /** admittedPerSec ÷ r. */
   readonly ratio: number;
-  /** Time from the window start after which the 2 s rate stayed ≥ 90% of r; null if it never settled. */
+  /** Time from the window start after which the trailing 3 s rate stayed ≥ 90% of r; null if it never settled. */
   readonly settledAfterMs: number | null;
 }
 
@@ -81,8 +84,10 @@ export function utilization(
   }
   const spanS = (endMs - from) / 1000;
   const perSec = spanS > 0 ? inWindow / spanS : 0;
-  // Settling time: the last 250 ms step whose trailing 2 s rate was below 90% of r.
-  const windowMs = 2000;
+  // Settling time: the start of the first trailing 3 s window of the final run
+  // of windows at ≥ 90% of r (0: from the shift on). 3 s, because at r ≈ 17/s
+  // a 1 s count is too coarse.
+  const windowMs = 3000;
   const stepMs = 250;
   let settled: number | null = 0;
   let lo = 0;
@@ -92,7 +97,7 @@ export function utilization(
     while (lo < hi && times[lo]! < t - windowMs) lo++;
     const rate = ((hi - lo) * 1000) / windowMs;
     if (rate < 0.9 * refillPerSecond) settled = null;
-    else if (settled === null) settled = t - startMs;
+    else if (settled === null) settled = t - windowMs - startMs; // the start of the first good window
   }
   if (endMs - startMs < windowMs) settled = null;
   return {
@@ -104,10 +109,36 @@ export function utilization(
   };
 }
 
-export function utilizationLine(u: Utilization, region: string, refillPerSecond: number): string {
+export function utilizationLine(
+  u: Utilization,
+  region: string,
+  refillPerSecond: number,
+  shareReachedMs?: number | null,
+): string {
   const settled =
     u.settledAfterMs === null
-      ? "never settled ≥ 90% of r"
-      : `≥ 90% of r from ${(u.settledAfterMs / 1000).toFixed(1)}s on`;
-  return `utilization during shift (demand all in ${region}): admitted ${u.admittedPerSec.toFixed(2)}/s of r = ${refillPerSecond.toFixed(2)}/s = ${(u.ratio * 100).toFixed(1)}% (${settled})`;
+      ? "never sustained ≥ 90% of r"
+      : `sustained ≥ 90% of r from ${(u.settledAfterMs / 1000).toFixed(1)}s after the shift`;
+  const share =
+    shareReachedMs === undefined
+      ? ""
+      : shareReachedMs === null
+        ? `; ${region}'s share never reached 90%`
+        : `; ${region}'s share reached 90% ${(shareReachedMs / 1000).toFixed(1)}s after the shift`;
+  return `utilization during shift (demand all in ${region}): admitted ${u.admittedPerSec.toFixed(2)}/s of r = ${refillPerSecond.toFixed(2)}/s = ${(u.ratio * 100).toFixed(1)}% (${settled}${share})`;
+}
+
+/** How long after `startMs` the region's polled share first reached 90% of U; null if never. */
+export function shareReachedAfter(
+  samples: readonly { tMs: number; regions: Readonly<Record<string, { sharePpm: number } | null>> }[],
+  region: string,
+  startMs: number,
+  endMs: number,
+): number | null {
+  for (const s of samples) {
+    if (s.tMs < startMs || s.tMs > endMs) continue;
+    const v = s.regions[region];
+    if (v && v.sharePpm >= 900_000) return s.tMs - startMs;
+  }
+  return null;
 }

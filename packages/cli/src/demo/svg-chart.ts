@@ -54,7 +54,7 @@ export function lineChart(o: ChartOptions): string {
   const W = o.width ?? 900;
   const H = o.height ?? 260;
   const L = 64;
-  const R = 130; // room for the legend
+  const R = 160; // room for the legend
   const T = 34;
   const B = 30;
   const pw = W - L - R;
@@ -75,7 +75,10 @@ export function lineChart(o: ChartOptions): string {
     parts.push(
       `<rect x="${n1(x0)}" y="${T}" width="${n1(x1 - x0)}" height="${ph}" class="band"><title>${escapeXml(b.label)}</title></rect>`,
     );
-    parts.push(`<text x="${n1(x0 + 3)}" y="${T + 12}" class="bl">${escapeXml(b.label)}</text>`);
+    // Label at the band's foot, cut to the room left in the plot (never over the legend).
+    const room = Math.floor((L + pw - x0 - 4) / 5.6);
+    const label = b.label.length <= room ? b.label : room > 1 ? `${b.label.slice(0, room - 1)}…` : "";
+    if (label) parts.push(`<text x="${n1(x0 + 3)}" y="${T + ph - 5}" class="bl">${escapeXml(label)}</text>`);
   }
   const yStep = niceStep(yMax, 5);
   for (let y = 0; y <= yMax + 1e-9; y += yStep) {
