@@ -1,1 +1,11 @@
-export {};
+// Public API of @geoquota/bench, by name.
+export { benchCrdtGossip, type CrdtGossipResult, type GossipBytes } from "./crdt-gossip.js";
+export { benchHttpPath, type HttpPathResult, type HttpRun } from "./http-path.js";
+export { benchLeasedPath, type LeasedPathResult, type LeasedVariant } from "./leased-path.js";
+export { describeMachine, type Machine } from "./machine.js";
+export { benchMemory, type MemoryResult, type MemoryRow } from "./memory.js";
+export { benchRedisPath, type PathFigures, type RedisPathResult } from "./redis-path.js";
+export { type BenchReport, budgetFor, type RunBenchOptions, runBench } from "./run-bench.js";
+export { benchSkew, type SkewCluster, type SkewPhase, type SkewResult, type StartCluster } from "./skew.js";
+export { renderTable } from "./table.js";
+export type { Budget, Row, Write } from "./types.js";

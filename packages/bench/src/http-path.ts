@@ -1,0 +1,150 @@
+// Section 2: POST /v1/check on buildApp over a real store, listening on
+// 127.0.0.1, under autocannon (in a child process) at fixed rates and flat
+// out. Reference: a route on the same server that runs the ceiling script
+// once per request (same Fastify, same Redis), measured alternately.
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { parsePolicies, parseRegionConfig } from "@geoquota/config";
+import { buildApp, createRedisStore, initFreshRegion } from "@geoquota/limiter";
+import type { RedisServer } from "@geoquota/testkit";
+import { bindCeiling } from "./ceiling.js";
+import { BENCH_REGION, KEYS, TIMING } from "./policies.js";
+import type { Budget } from "./types.js";
+
+const RUNNER = fileURLToPath(new URL("./autocannon-runner.mjs", import.meta.url));
+export const FIXED_RATES = [1000, 5000] as const;
+const MAX_RATE_CONNECTIONS = 32;
+const STAGGERED_INSTANCES = 10;
+
+export interface HttpRun {
+  readonly route: "geoquota" | "reference";
+  /** Asked rate, req/s; 0 = flat out. */
+  readonly rate: number;
+  readonly achievedPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly p999Ms: number;
+  readonly non2xx: number;
+  readonly errors: number;
+}
+
+export interface HttpPathResult {
+  readonly durationS: number;
+  readonly runs: HttpRun[];
+  /** Flat-out throughput with 32 connections: the max sustainable rate. */
+  readonly maxRatePerSecond: number;
+  readonly maxRateVsReference: number;
+  /** geoquota p99 ÷ reference p99 at 5k req/s. */
+  readonly p99VsReferenceAt5k: number;
+}
+
+interface RunnerOutput {
+  requests: number;
+  non2xx: number;
+  errors: number;
+  latenciesMs: { p50: number; p99: number; p999: number };
+}
+
+function autocannon(url: string, path: string, rate: number, durationS: number): Promise<RunnerOutput> {
+  const args = JSON.stringify({
+    url,
+    path,
+    rate,
+    durationS,
+    connections: MAX_RATE_CONNECTIONS,
+    keys: KEYS,
+    instances: STAGGERED_INSTANCES,
+  });
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [RUNNER, args],
+      { timeout: (durationS + 30) * 1000, maxBuffer: 1 << 20 },
+      (err, stdout, stderr) => {
+        if (err) return reject(new Error(`autocannon runner: ${err.message}\n${stderr}`));
+        try {
+          resolve(JSON.parse(stdout) as RunnerOutput);
+        } catch {
+          reject(new Error(`autocannon runner: bad output ${stdout.slice(0, 200)}`));
+        }
+      },
+    );
+  });
+}
+
+export async function benchHttpPath(server: RedisServer, budget: Budget): Promise<HttpPathResult> {
+  const redis = server.client();
+  const refRedis = server.client();
+  await initFreshRegion(redis);
+  const store = createRedisStore({ redis, region: BENCH_REGION, timing: TIMING });
+  const config = parseRegionConfig(
+    {
+      region: BENCH_REGION,
+      listen: { host: "127.0.0.1", port: 0 },
+      redis: { url: server.url, timeoutMs: 50 },
+      regions: [{ id: BENCH_REGION, gossip: "127.0.0.1:1" }],
+      gossip: { listen: { host: "127.0.0.1", port: 2 } },
+      sharedSecret: "bench-shared-secret-0123456789",
+      adminToken: "bench-admin-token-0123456789",
+    },
+    { file: "bench-region.json", env: {} },
+  );
+  // Every tenant falls to the default policy, high enough that all checks are admissions.
+  const policies = parsePolicies(
+    { default: { algorithm: "token_bucket", capacity: 1e9, refillPerSecond: 1e9 } },
+    "bench-policies.json",
+    [BENCH_REGION],
+  );
+  const app = await buildApp({ store, config, policies });
+  const ceiling = bindCeiling(refRedis);
+  app.post("/ref/check", async (req) => {
+    const body = req.body as { tenant?: unknown } | undefined;
+    const r = (await ceiling(`ref:{${String(body?.tenant)}}`, 1e9, 1e9)) as unknown[];
+    return { allowed: r[0] === 1 };
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const address = app.server.address();
+  const port = typeof address === "object" && address !== null ? address.port : 0;
+  const url = `http://127.0.0.1:${port}`;
+  const durationS = Math.max(1, Math.round(budget.runMs / 1000));
+  const runs: HttpRun[] = [];
+  try {
+    const once = async (route: HttpRun["route"], rate: number) => {
+      const out = await autocannon(url, route === "geoquota" ? "/v1/check" : "/ref/check", rate, durationS);
+      runs.push({
+        route,
+        rate,
+        achievedPerSecond: out.requests / durationS,
+        p50Ms: out.latenciesMs.p50,
+        p99Ms: out.latenciesMs.p99,
+        p999Ms: out.latenciesMs.p999,
+        non2xx: out.non2xx,
+        errors: out.errors,
+      });
+    };
+    await once("geoquota", FIXED_RATES[0]); // warm-up, replaced below
+    runs.length = 0;
+    for (const rate of [...FIXED_RATES, 0]) {
+      await once("reference", rate);
+      await once("geoquota", rate);
+    }
+  } finally {
+    await app.close();
+    await store.close();
+    redis.disconnect();
+    refRedis.disconnect();
+  }
+  const find = (route: HttpRun["route"], rate: number) =>
+    runs.find((r) => r.route === route && r.rate === rate);
+  const geoMax = find("geoquota", 0)?.achievedPerSecond ?? 0;
+  const refMax = find("reference", 0)?.achievedPerSecond ?? 0;
+  const g5 = find("geoquota", 5000)?.p99Ms ?? 0;
+  const r5 = find("reference", 5000)?.p99Ms ?? 0;
+  return {
+    durationS,
+    runs,
+    maxRatePerSecond: geoMax,
+    maxRateVsReference: refMax > 0 ? geoMax / refMax : 0,
+    p99VsReferenceAt5k: r5 > 0 ? g5 / r5 : 0,
+  };
+}

@@ -1,0 +1,188 @@
+// Section 3: the leased in-process path (LeasePool → LeasedClient.tryTake,
+// awaiting one acquire only when the held leases run dry) against
+// rate-limiter-flexible's RateLimiterMemory, alternating runs, 1,000 keys.
+// Redis ops per decision come from INFO commandstats on the store's Redis.
+import { createRedisStore, initFreshRegion, LeasePool } from "@geoquota/limiter";
+import type { RedisServer } from "@geoquota/testkit";
+import { RateLimiterMemory } from "rate-limiter-flexible";
+import { median } from "./closed-loop.js";
+import { Histogram } from "./histogram.js";
+import { BENCH_REGION, benchPolicies, KEYS, TIMING } from "./policies.js";
+import { commandStats, statsBetween } from "./redis-stats.js";
+import type { Budget, LatencySummary } from "./types.js";
+
+const MAX_OPS_PER_RUN = 50_000_000;
+/** The region config's defaults (packages/config leased.*): what a deployment gets. */
+export const LEASE_BATCH = 50;
+/** A larger batch, to show what the Redis-ops target needs. */
+export const LEASE_BATCH_LARGE = 500;
+const SEQUENCE = 1 << 16;
+
+/**
+ * A fixed pseudo-random key order (LCG, seeded): round-robin would drain
+ * every key's lease in the same instant and turn prefetches into waves.
+ */
+function keySequence(seed = 12345): Uint16Array {
+  const out = new Uint16Array(SEQUENCE);
+  let x = seed >>> 0;
+  for (let i = 0; i < SEQUENCE; i++) {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
+    out[i] = x % KEYS;
+  }
+  return out;
+}
+
+export interface InProcessFigures extends LatencySummary {
+  readonly decisionsPerSecond: number;
+  readonly decisions: number;
+}
+
+export interface LeasedVariant {
+  readonly leaseBatch: number;
+  readonly geoquota: InProcessFigures;
+  readonly ratioVsRlfMemory: number;
+  /** Script round-trips (acquire + release) per decision. */
+  readonly redisOpsPerDecision: number;
+  /** Decisions per Redis round-trip (target ≥ 40). */
+  readonly decisionsPerRedisOp: number;
+}
+
+export interface LeasedPathResult {
+  readonly keys: number;
+  readonly rlfMemory: InProcessFigures;
+  /** The config default batch (the headline) and a larger one. */
+  readonly variants: LeasedVariant[];
+}
+
+interface Run {
+  readonly ops: number;
+  readonly elapsedMs: number;
+  readonly hist: Histogram;
+}
+
+/** Requests a server would have open at once: a dry key's wait must not stall the others. */
+const WORKERS = 64;
+
+/**
+ * Decisions from WORKERS concurrent loops, each timed. `syncTake` answers
+ * without awaiting when it can (the leased hot path is synchronous); `slow`
+ * is awaited otherwise. Loops yield every 256 decisions so socket replies
+ * (prefetched leases) and timers get their turn, as they would between requests.
+ */
+async function loop(
+  durationMs: number,
+  syncTake: ((i: number) => boolean) | undefined,
+  slow: (i: number) => Promise<unknown>,
+): Promise<Run> {
+  const hist = new Histogram();
+  const start = performance.now();
+  const deadline = start + durationMs;
+  let next = 0;
+  const worker = async () => {
+    let t = performance.now();
+    let mine = 0;
+    while (next < MAX_OPS_PER_RUN && t < deadline) {
+      const i = next++;
+      if (syncTake === undefined || !syncTake(i)) await slow(i);
+      const end = performance.now();
+      hist.record((end - t) * 1000);
+      t = end;
+      if ((++mine & 255) === 0) {
+        await new Promise<void>((r) => setImmediate(r));
+        t = performance.now();
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: WORKERS }, worker));
+  return { ops: hist.count, elapsedMs: performance.now() - start, hist };
+}
+
+function summary(runs: Run[]): InProcessFigures {
+  const hist = new Histogram();
+  let ops = 0;
+  let ms = 0;
+  for (const r of runs) {
+    hist.merge(r.hist);
+    ops += r.ops;
+    ms += r.elapsedMs;
+  }
+  return {
+    decisionsPerSecond: ops / (ms / 1000),
+    decisions: ops,
+    p50Us: hist.quantileUs(0.5),
+    p99Us: hist.quantileUs(0.99),
+    p999Us: hist.quantileUs(0.999),
+  };
+}
+
+export async function benchLeasedPath(server: RedisServer, budget: Budget): Promise<LeasedPathResult> {
+  const rlf = new RateLimiterMemory({ points: 1e9, duration: 1 });
+  const seq = keySequence();
+  const rlfSlow = (i: number) => rlf.consume(`t${seq[i & (SEQUENCE - 1)]!}`, 1);
+  const rlfRuns: Run[] = [];
+  const variants: LeasedVariant[] = [];
+  for (const batch of [LEASE_BATCH, LEASE_BATCH_LARGE]) {
+    const { variant, rlfRuns: rr } = await benchBatch(server, budget, batch, seq, rlfSlow);
+    variants.push(variant);
+    rlfRuns.push(...rr);
+  }
+  return { keys: KEYS, rlfMemory: summary(rlfRuns), variants };
+}
+
+async function benchBatch(
+  server: RedisServer,
+  budget: Budget,
+  batch: number,
+  seq: Uint16Array,
+  rlfSlow: (i: number) => Promise<unknown>,
+): Promise<{ variant: LeasedVariant; rlfRuns: Run[] }> {
+  const redis = server.client();
+  const stats = server.client();
+  await redis.flushall();
+  await initFreshRegion(redis);
+  const store = createRedisStore({ redis, region: BENCH_REGION, timing: TIMING });
+  const pool = new LeasePool(store, {
+    batch,
+    lowWater: Math.floor(batch / 5),
+    durationMs: 2000,
+    marginMs: 100,
+    maxKeys: 10_000,
+  });
+  const policies = benchPolicies();
+  const policyOf = (i: number) => policies[seq[i & (SEQUENCE - 1)]!]!;
+  const sync = (i: number) => pool.get(policyOf(i)).tryTake(1);
+  const slow = (i: number) => pool.get(policyOf(i)).take(1);
+
+  await loop(Math.min(500, budget.runMs), sync, slow);
+  await loop(Math.min(500, budget.runMs), undefined, rlfSlow);
+
+  const g: Run[] = [];
+  const r: Run[] = [];
+  const ratios: number[] = [];
+  const before = await commandStats(stats);
+  for (let round = 0; round < budget.rounds; round++) {
+    const gr = await loop(budget.runMs, sync, slow);
+    const rr = await loop(budget.runMs, undefined, rlfSlow);
+    g.push(gr);
+    r.push(rr);
+    ratios.push(gr.ops / gr.elapsedMs / (rr.ops / rr.elapsedMs));
+  }
+  // Returning the leases is part of their cost: count the releases too.
+  await pool.close();
+  const delta = statsBetween(before, await commandStats(stats));
+  await store.close();
+  redis.disconnect();
+  stats.disconnect();
+  const decisions = g.reduce((a, x) => a + x.ops, 0);
+  const ops = delta.scriptCalls;
+  return {
+    variant: {
+      leaseBatch: batch,
+      geoquota: summary(g),
+      ratioVsRlfMemory: median(ratios),
+      redisOpsPerDecision: decisions > 0 ? ops / decisions : 0,
+      decisionsPerRedisOp: ops > 0 ? decisions / ops : 0,
+    },
+    rlfRuns: r,
+  };
+}

@@ -1,0 +1,171 @@
+// Table rows from the section results: the figure, the target from issue 8,
+// and whether this run met it.
+import type { CrdtGossipResult } from "./crdt-gossip.js";
+import type { HttpPathResult } from "./http-path.js";
+import type { LeasedPathResult } from "./leased-path.js";
+import type { MemoryResult } from "./memory.js";
+import type { RedisPathResult } from "./redis-path.js";
+import type { SkewResult } from "./skew.js";
+import { fmt } from "./table.js";
+import type { Row } from "./types.js";
+
+export function redisRows(r: RedisPathResult): Row[] {
+  const s = "1 redis path";
+  const path = (name: string, f: RedisPathResult["ceiling"]): Row => ({
+    section: s,
+    metric: `${name}: decisions/s, p50 / p99, Redis µs/decision`,
+    value: `${fmt.int(f.decisionsPerSecond)}, ${fmt.us(f.p50Us)} / ${fmt.us(f.p99Us)}, ${fmt.num(f.redisUsecPerDecision)}`,
+    target: "",
+  });
+  return [
+    path("ceiling (bare ioredis, minimal script)", r.ceiling),
+    path("geoquota store.check", r.geoquota),
+    path("RLF RateLimiterRedis.consume", r.rlf),
+    {
+      section: s,
+      metric: "geoquota ÷ ceiling",
+      value: fmt.ratio(r.ratioVsCeiling),
+      target: "≥ 0.90×",
+      met: r.ratioVsCeiling >= 0.9,
+    },
+    {
+      section: s,
+      metric: "geoquota ÷ RLF",
+      value: fmt.ratio(r.ratioVsRlf),
+      target: "≥ 1.20×",
+      met: r.ratioVsRlf >= 1.2,
+    },
+    {
+      section: s,
+      metric: "geoquota EVALSHA per decision (commands inside)",
+      value: `${fmt.num(r.geoquota.scriptCallsPerDecision, 2)} (${fmt.num(r.geoquota.innerCommandsPerDecision)})`,
+      target: "1",
+      met: Math.abs(r.geoquota.scriptCallsPerDecision - 1) < 0.01,
+    },
+  ];
+}
+
+export function httpRows(h: HttpPathResult): Row[] {
+  const s = "2 http /v1/check";
+  const rows: Row[] = h.runs.map((r) => {
+    const at5k = r.route === "geoquota" && r.rate === 5000;
+    return {
+      section: s,
+      metric: `${r.route} @ ${r.rate === 0 ? "max" : `${r.rate / 1000}k/s`}: achieved/s, p50 / p99 / p999`,
+      value: `${fmt.int(r.achievedPerSecond)}, ${fmt.ms(r.p50Ms)} / ${fmt.ms(r.p99Ms)} / ${fmt.ms(r.p999Ms)}${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ""}`,
+      target: at5k ? "p99 ≤ 2 ms" : "",
+      ...(at5k ? { met: r.p99Ms <= 2 && r.achievedPerSecond >= 0.95 * 5000 } : {}),
+    };
+  });
+  rows.push(
+    {
+      section: s,
+      metric: "max sustainable rate, geoquota ÷ reference",
+      value: fmt.ratio(h.maxRateVsReference),
+      target: "",
+    },
+    {
+      section: s,
+      metric: "p99 @ 5k/s, geoquota ÷ reference",
+      value: fmt.ratio(h.p99VsReferenceAt5k),
+      target: "",
+    },
+  );
+  return rows;
+}
+
+export function leasedRows(l: LeasedPathResult): Row[] {
+  const s = "3 leased in-process";
+  const rows: Row[] = [
+    {
+      section: s,
+      metric: "RLF RateLimiterMemory: decisions/s, p50 / p99",
+      value: `${fmt.int(l.rlfMemory.decisionsPerSecond)}, ${fmt.us(l.rlfMemory.p50Us)} / ${fmt.us(l.rlfMemory.p99Us)}`,
+      target: "",
+    },
+  ];
+  for (const v of l.variants) {
+    const name = `leased (batch ${v.leaseBatch})`;
+    rows.push(
+      {
+        section: s,
+        metric: `${name}: decisions/s, p50 / p99`,
+        value: `${fmt.int(v.geoquota.decisionsPerSecond)}, ${fmt.us(v.geoquota.p50Us)} / ${fmt.us(v.geoquota.p99Us)}`,
+        target: "p99 ≤ 50 µs",
+        met: v.geoquota.p99Us <= 50,
+      },
+      {
+        section: s,
+        metric: `${name} ÷ RLF memory`,
+        value: fmt.ratio(v.ratioVsRlfMemory),
+        target: "≥ 1.00×",
+        met: v.ratioVsRlfMemory >= 1,
+      },
+      {
+        section: s,
+        metric: `${name}: decisions per Redis op`,
+        value: fmt.num(v.decisionsPerRedisOp),
+        target: "≥ 40",
+        met: v.decisionsPerRedisOp >= 40,
+      },
+    );
+  }
+  return rows;
+}
+
+export function crdtRows(c: CrdtGossipResult): Row[] {
+  const s = "4 crdt + gossip";
+  return [
+    { section: s, metric: "counter-entry merges/s", value: fmt.int(c.counterMergesPerSecond), target: "" },
+    { section: s, metric: "merges ÷ plain Map.set", value: fmt.ratio(c.mergesVsMapSet), target: "" },
+    ...c.bytesPerChangedKey.map((b) => ({
+      section: s,
+      metric: `bytes/changed key: ${b.name}`,
+      value: fmt.num(b.bytes),
+      target: "",
+    })),
+    ...c.gossip.map((g) => ({
+      section: s,
+      metric: `${fmt.int(g.activeKeys)} keys, 1% churn: bytes/round/peer (JSON ref)`,
+      value: `${fmt.int(g.bytesPerRoundPerPeer)} (${fmt.int(g.jsonBytesPerRoundPerPeer)}), ${fmt.num(g.bytesPerChangedKey)} B/key`,
+      target: "",
+    })),
+  ];
+}
+
+export function skewRows(k: SkewResult): Row[] {
+  const s = "5 skew, 3 regions";
+  const rows: Row[] = k.phases.map((p) => ({
+    section: s,
+    metric: `${p.mode} ${p.split}: admitted ÷ r`,
+    value: fmt.num(p.utilization, 3),
+    target: p.mode === "geoquota" ? "≥ 0.95" : "",
+    ...(p.mode === "geoquota" ? { met: p.utilization >= 0.95 } : {}),
+  }));
+  for (const [split, gain] of Object.entries(k.gainOverStatic)) {
+    rows.push({ section: s, metric: `geoquota ÷ static, ${split}`, value: fmt.ratio(gain), target: "" });
+  }
+  rows.push({
+    section: s,
+    metric: "reaction to a moved hot spot (90% of target)",
+    value: k.reactionReached
+      ? `${fmt.num(k.reactionMs / 1000, 2)} s`
+      : `> ${fmt.num(k.reactionMs / 1000, 1)} s`,
+    target: "≤ 2 s",
+    met: k.reactionReached && k.reactionMs <= 2000,
+  });
+  return rows;
+}
+
+export function memoryRows(m: MemoryResult): Row[] {
+  const s = "6 redis memory/key";
+  return [
+    { section: s, metric: "RLF key (reference)", value: `${m.rlfKeyBytes} B`, target: "" },
+    ...m.rows.map((r) => ({
+      section: s,
+      metric: `${r.algorithm}: ${Object.keys(r.keys).join(" + ")}`,
+      value: `${r.totalBytes} B (${Object.values(r.keys).join(" + ")}), ${fmt.ratio(r.vsRlf)} RLF`,
+      target: "",
+    })),
+  ];
+}

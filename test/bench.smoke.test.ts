@@ -1,0 +1,61 @@
+// The bench cannot rot: `geoquota bench --smoke` runs every section end to
+// end (real redis-servers, a real 3-region cluster) and its JSON holds every
+// section with finite numbers. No timing is asserted: this machine is shared.
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startCluster } from "@geoquota/cli";
+import { afterAll, expect, it } from "vitest";
+import { runBench } from "../packages/bench/src/index.js";
+
+const dir = mkdtempSync(join(tmpdir(), "geoquota-bench-test-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Every number anywhere in the value, with its path. */
+function numbers(value: unknown, path = "$"): [string, number][] {
+  if (typeof value === "number") return [[path, value]];
+  if (Array.isArray(value)) return value.flatMap((v, i) => numbers(v, `${path}[${i}]`));
+  if (value !== null && typeof value === "object") {
+    return Object.entries(value).flatMap(([k, v]) => numbers(v, `${path}.${k}`));
+  }
+  return [];
+}
+
+it("runs every section in smoke mode and writes finite figures", { timeout: 300_000 }, async () => {
+  const outPath = join(dir, "bench.json");
+  let printed = "";
+  await runBench({ smoke: true, outPath, write: (s) => (printed += s), startCluster });
+  const report = JSON.parse(readFileSync(outPath, "utf8")) as Record<string, unknown>;
+  for (const section of [
+    "machine",
+    "redisPath",
+    "httpPath",
+    "leasedPath",
+    "crdtGossip",
+    "skew",
+    "memory",
+    "rows",
+  ]) {
+    expect(report[section], section).toBeDefined();
+  }
+  const nums = numbers(report);
+  expect(nums.length).toBeGreaterThan(50);
+  const bad = nums.filter(([, n]) => !Number.isFinite(n));
+  expect(bad).toEqual([]);
+  // Each section measured something.
+  const r = report as unknown as {
+    redisPath: { geoquota: { decisions: number } };
+    httpPath: { runs: unknown[] };
+    leasedPath: { variants: unknown[] };
+    crdtGossip: { gossip: unknown[] };
+    skew: { phases: unknown[] };
+    memory: { rows: unknown[] };
+  };
+  expect(r.redisPath.geoquota.decisions).toBeGreaterThan(0);
+  expect(r.httpPath.runs.length).toBe(6);
+  expect(r.leasedPath.variants.length).toBe(2);
+  expect(r.crdtGossip.gossip.length).toBe(2);
+  expect(r.skew.phases.length).toBe(4);
+  expect(r.memory.rows.length).toBe(5);
+  expect(printed).toContain("| section");
+});
