@@ -88,9 +88,9 @@ export async function benchSkew(startCluster: StartCluster, budget: Budget): Pro
   const r = SKEW_LIMIT.refillPerSecond;
   const demand = DEMAND_FACTOR * r;
   const warmStaticMs = budget.smoke ? 1000 : 2000;
-  const warmGeoMs = budget.smoke ? 3000 : 5000;
-  const measureMs = budget.smoke ? 1500 : 8000;
-  const reactionMaxMs = budget.smoke ? 5000 : 10_000;
+  const warmGeoMs = budget.smoke ? 2500 : 5000;
+  const measureMs = budget.smoke ? 1000 : 8000;
+  const reactionMaxMs = budget.smoke ? 4000 : 10_000;
   const dir = mkdtempSync(join(tmpdir(), "geoquota-bench-"));
   const cluster = await startCluster({
     regions: 3,
