@@ -102,22 +102,23 @@ export function checkShareSum(
 /**
  * How long after `eventMs` every region knew every counter value that any
  * surviving region knew at `eventMs` (its last view answered by then). The
- * counters of `lostRegion` before the event are excluded: what it had not yet
- * gossiped is gone for good, by design. A region's view counts only if it was
+ * views of `lostRegions` (state lost at or after the event) are excluded from
+ * the target: what such a region had not yet gossiped is gone for good, by
+ * design; it must still re-learn everything the others knew. A region's view counts only if it was
  * requested after the event. Null: not within the samples.
  */
 export function convergenceAfter(
   samples: readonly QuotaSample[],
   regions: number,
   eventMs: number,
-  lostRegion?: number,
+  lostRegions: ReadonlySet<number> = new Set(),
 ): number | null {
   const sorted = [...samples].sort((a, b) => a.answeredMs - b.answeredMs);
   const lastBefore: Array<QuotaSample | undefined> = [];
   for (const s of sorted) if (s.answeredMs <= eventMs) lastBefore[s.region] = s;
   const target = new Map<string, number>();
   for (const [r, s] of lastBefore.entries()) {
-    if (!s || r === lostRegion) continue;
+    if (!s || lostRegions.has(r)) continue;
     for (const [k, v] of s.counters) if (v > (target.get(k) ?? Number.NEGATIVE_INFINITY)) target.set(k, v);
   }
   const latest: Array<QuotaSample | undefined> = Array.from({ length: regions }, () => undefined);
@@ -132,6 +133,16 @@ export function convergenceAfter(
     if (latest.every(covers)) return s.answeredMs - eventMs;
   }
   return null;
+}
+
+/**
+ * How late counters converged, counted from when the daemons were connected
+ * again (Redis ready, every link up): re-dialing after a heal is the
+ * transport's and ioredis's backoff, not gossip rounds. Converging before
+ * every link was up (counters relayed over the links that were) is on time.
+ */
+export function convergenceLateness(convergenceMs: number, linksUpMs: number | null): number {
+  return Math.max(0, convergenceMs - (linksUpMs ?? convergenceMs));
 }
 
 /**

@@ -14,13 +14,14 @@ import {
   checkFailClosed,
   checkShareSum,
   convergenceAfter,
+  convergenceLateness,
   type FailClosedVerdict,
   linksUpAfter,
   rateOfR,
   type ShareSumVerdict,
 } from "./checks.js";
 import { CHAOS_RESOURCE, LEASED } from "./cluster.js";
-import { type Fault, makeFault } from "./faults.js";
+import { makeFault } from "./faults.js";
 import { createRng } from "./rng.js";
 import { QuotaSampler } from "./sampler.js";
 import type { ScenarioPlan } from "./scenarios.js";
@@ -110,81 +111,74 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
     now,
   });
   const failures: string[] = [];
-  const records: Array<Omit<FaultRecord, "convergenceMs" | "linksUpMs"> & { fault: Fault }> = [];
-  // The timeline: every inject and heal, in time order (a slow action delays later ones, never reorders).
+  // Each fault runs as its own task on the shared timeline (inject at its
+  // start, heal at its end), so a slow action (a daemon restart takes
+  // seconds here) never delays another fault. The plan keeps faults of one
+  // class apart, so concurrent tasks never touch the same thing.
   const faults = plan.faults.map((f, i) => ({
     plan: f,
     fault: makeFault(f.kind, { cluster, rng: rng.fork(), id: `f${i}`, region: f.region, peer: f.peer }),
+    injectedMs: Number.NaN,
+    healStartMs: Number.NaN,
+    healedMs: Number.NaN,
   }));
-  const steps = faults
-    .flatMap((f, i) => [
-      { atMs: f.plan.startFrac * L, i, what: "inject" as const },
-      { atMs: f.plan.endFrac * L, i, what: "heal" as const },
-    ])
-    .sort((a, b) => a.atMs - b.atMs || (a.what === "inject" ? -1 : 1));
-  const times = faults.map(() => ({ injectedMs: Number.NaN, healStartMs: Number.NaN, healedMs: Number.NaN }));
   const until = async (atMs: number) => {
     const wait = atMs - now();
     if (wait > 0) await realClock.sleep(wait, o.signal);
+  };
+  const runFault = async (f: (typeof faults)[number]) => {
+    let injected = false;
+    try {
+      await until(f.plan.startFrac * L);
+      if (o.signal?.aborted) return;
+      injected = true;
+      await f.fault.inject();
+      f.injectedMs = now();
+      await until(Math.max(f.plan.endFrac * L, now()));
+    } catch (err) {
+      failures.push(`inject ${f.fault.label}: ${(err as Error).message}`);
+    } finally {
+      // Heal even after a failed or aborted inject, so the cluster stays usable.
+      if (injected) {
+        f.healStartMs = now();
+        await f.fault.heal().catch((err: Error) => failures.push(`heal ${f.fault.label}: ${err.message}`));
+        f.healedMs = now();
+      }
+    }
   };
   sampler.start();
   traffic.setDemand([plan.demand]);
   traffic.start();
   try {
-    for (const s of steps) {
-      await until(s.atMs);
-      if (o.signal?.aborted) break;
-      const f = faults[s.i]!;
-      const t = times[s.i]!;
-      try {
-        if (s.what === "inject") {
-          await f.fault.inject();
-          t.injectedMs = now();
-        } else {
-          t.healStartMs = now();
-          await f.fault.heal();
-          t.healedMs = now();
-        }
-      } catch (err) {
-        failures.push(`${s.what} ${f.fault.label}: ${(err as Error).message}`);
-      }
-    }
-    await until(L);
+    await Promise.all([...faults.map(runFault), until(L)]);
   } finally {
     await traffic.stop();
-    // Heal anything the loop did not reach (aborted or failed), so the cluster is usable.
-    for (const [i, f] of faults.entries()) {
-      if (!Number.isNaN(times[i]!.healStartMs)) continue;
-      times[i]!.healStartMs = now();
-      await f.fault.heal().catch((err: Error) => failures.push(`heal ${f.fault.label}: ${err.message}`));
-      times[i]!.healedMs = now();
-    }
   }
-  for (const [i, f] of faults.entries())
-    records.push({
-      kind: f.plan.kind,
-      label: f.fault.label,
-      region: f.plan.region,
-      fault: f.fault,
-      ...times[i]!,
-    });
+  for (const f of faults) if (Number.isNaN(f.injectedMs)) failures.push(`not injected: ${f.fault.label}`);
 
-  // Keep sampling (no traffic) until every heal converged, or the wait ends.
+  // Keep sampling (no traffic) until every heal converged and every daemon
+  // reconnected, or the wait ends. The targets ignore the views of regions
+  // that lost their state during the scenario (what they had not gossiped is
+  // gone by design); those regions must still re-learn what the others knew.
   const convergenceMaxMs = o.convergenceMaxMs ?? 1000;
-  const waitUntil = Math.max(now(), ...records.map((r) => r.healedMs)) + (o.convergenceWaitMs ?? 6000);
-  const converged = () =>
-    records.map((r) =>
-      convergenceAfter(
-        sampler.samples,
-        ids.length,
-        r.healedMs,
-        r.fault.lostRegion === undefined ? undefined : idx(r.fault.lostRegion),
-      ),
-    );
-  let conv = converged();
-  while (conv.some((c) => c === null) && now() < waitUntil && !o.signal?.aborted) {
+  const lost = new Set(
+    faults.flatMap((f) => (f.fault.lostRegion === undefined ? [] : [idx(f.fault.lostRegion)])),
+  );
+  const heals = faults.filter((f) => Number.isFinite(f.healedMs));
+  const waitUntil = Math.max(now(), ...heals.map((f) => f.healedMs)) + (o.convergenceWaitMs ?? 8000);
+  const measure = () =>
+    heals.map((f) => ({
+      convergenceMs: convergenceAfter(sampler.samples, ids.length, f.healedMs, lost),
+      linksUpMs: linksUpAfter(sampler.links, ids.length, f.healedMs),
+    }));
+  let m = measure();
+  while (
+    m.some((x) => x.convergenceMs === null || x.linksUpMs === null) &&
+    now() < waitUntil &&
+    !o.signal?.aborted
+  ) {
     await realClock.sleep(200, o.signal);
-    conv = converged();
+    m = measure();
   }
   await sampler.stop();
   await sender.close();
@@ -199,19 +193,28 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
   const shares = checkShareSum(sampler.samples, ids.length, { maxSpreadMs: SHARE_PAIRING_MS });
   if (!shares.ok) failures.push(`Σ shares VIOLATED: max ${shares.maxSumPpm} ppm > 1000000`);
   if (shares.groupsChecked === 0) failures.push("Σ shares: no sample group close enough to check");
-  const faultRecords: FaultRecord[] = records.map(({ fault: _f, ...r }, i) => ({
-    ...r,
-    linksUpMs: linksUpAfter(sampler.links, ids.length, r.healedMs),
-    convergenceMs: conv[i] ?? null,
+  const faultRecords: FaultRecord[] = heals.map((f, i) => ({
+    kind: f.plan.kind,
+    label: f.fault.label,
+    region: f.plan.region,
+    injectedMs: f.injectedMs,
+    healStartMs: f.healStartMs,
+    healedMs: f.healedMs,
+    linksUpMs: m[i]?.linksUpMs ?? null,
+    convergenceMs: m[i]?.convergenceMs ?? null,
   }));
   for (const r of faultRecords) {
-    if (r.convergenceMs === null) failures.push(`counters did not converge after: ${r.label}`);
-    else if (r.convergenceMs - (r.linksUpMs ?? 0) > convergenceMaxMs)
+    if (r.convergenceMs === null) {
+      failures.push(`counters did not converge after: ${r.label}`);
+      continue;
+    }
+    const late = convergenceLateness(r.convergenceMs, r.linksUpMs);
+    if (late > convergenceMaxMs)
       failures.push(
-        `counters converged ${Math.round(r.convergenceMs - (r.linksUpMs ?? 0))} ms after the links were up (> ${convergenceMaxMs} ms): ${r.label}`,
+        `counters converged ${Math.round(late)} ms after the daemons reconnected (> ${convergenceMaxMs} ms): ${r.label}`,
       );
   }
-  const failClosed = records
+  const failClosed = heals
     .filter((r) => r.fault.redisCutRegion !== undefined)
     .map((r) => {
       const region = r.fault.redisCutRegion!;

@@ -19,7 +19,7 @@ export interface QuotaSample {
   readonly counters: ReadonlyMap<string, number>;
 }
 
-/** One daemon's /v1/status: does it see every peer's link up? */
+/** One daemon's state: its Redis ready and every peer's link up? */
 export interface LinkSample {
   readonly region: number;
   readonly tMs: number;
@@ -29,7 +29,7 @@ export interface LinkSample {
 
 export interface SamplerOptions {
   readonly urls: readonly string[];
-  /** Gossip daemon HTTP base URLs (link status, sampled every 4th tick). */
+  /** Gossip daemon HTTP base URLs (Redis and link status, sampled every 4th tick). */
   readonly gossipUrls?: readonly string[];
   readonly tenant: string;
   readonly resource: string;
@@ -116,7 +116,7 @@ export class QuotaSampler {
     for (const [i, url] of (this.o.gossipUrls ?? []).entries()) {
       if (this.linkBusy[i] || this.links.length >= (this.o.samplesMax ?? 200_000)) continue;
       this.linkBusy[i] = true;
-      const p = this.linkOne(i, `${url}/v1/status`).finally(() => {
+      const p = this.linkOne(i, url).finally(() => {
         this.linkBusy[i] = false;
         this.pending.delete(p);
       });
@@ -124,14 +124,21 @@ export class QuotaSampler {
     }
   }
 
-  private async linkOne(region: number, url: string): Promise<void> {
+  /** A daemon is connected when its Redis is ready (/readyz) and it sees every peer up (/v1/status). */
+  private async linkOne(region: number, base: string): Promise<void> {
     const tMs = this.o.now();
+    const signal = AbortSignal.timeout(this.o.timeoutMs ?? 300);
     try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(this.o.timeoutMs ?? 300) });
-      if (!res.ok) return void (await res.body?.cancel());
-      const body = (await res.json()) as { peers?: Record<string, { up?: unknown }> };
+      const [status, ready] = await Promise.all([
+        fetch(`${base}/v1/status`, { signal }),
+        fetch(`${base}/readyz`, { signal }),
+      ]);
+      await ready.body?.cancel();
+      if (!status.ok) return void (await status.body?.cancel());
+      const body = (await status.json()) as { peers?: Record<string, { up?: unknown }> };
       const peers = Object.values(body.peers ?? {});
-      this.links.push({ region, tMs, answeredMs: this.o.now(), allUp: peers.every((p) => p.up === true) });
+      const allUp = ready.ok && peers.every((p) => p.up === true);
+      this.links.push({ region, tMs, answeredMs: this.o.now(), allUp });
     } catch {
       // a daemon that does not answer (killed, restarting) is simply not up
     }
