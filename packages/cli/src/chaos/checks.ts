@@ -26,7 +26,10 @@ export interface ShareSumVerdict {
   readonly groupsChecked: number;
   readonly groupsSkipped: number;
   readonly maxSumPpm: number;
-  /** Largest gap between consecutive samples of one region, ms (client clock). */
+  /** Largest share one region held in a checked group: shows re-weighting moved units (not vacuous). */
+  readonly maxRegionSharePpm: number;
+  /** Gaps between consecutive samples of one region, ms (client clock): 95th percentile and max. */
+  readonly sampleGapP95Ms: number;
   readonly maxSampleGapMs: number;
   /** Up to 5 offending groups. */
   readonly violations: ReadonlyArray<{
@@ -61,12 +64,14 @@ export function checkShareSum(
   const spreadUs = options.maxSpreadMs * 1000;
   const by: QuotaSample[][] = Array.from({ length: regions }, () => []);
   for (const s of samples) by[s.region]?.push(s);
-  let maxGap = 0;
+  const gaps: number[] = [];
   for (const list of by) {
     const byTime = [...list].sort((a, b) => a.tMs - b.tMs);
-    for (let i = 1; i < byTime.length; i++) maxGap = Math.max(maxGap, byTime[i]!.tMs - byTime[i - 1]!.tMs);
+    for (let i = 1; i < byTime.length; i++) gaps.push(byTime[i]!.tMs - byTime[i - 1]!.tMs);
     list.sort((a, b) => a.nowUs - b.nowUs);
   }
+  gaps.sort((a, b) => a - b);
+  let maxRegion = 0;
   let checked = 0;
   let skipped = 0;
   let maxSum = 0;
@@ -85,6 +90,7 @@ export function checkShareSum(
     }
     checked++;
     const sum = group.reduce((a, s) => a + s.sharePpm, 0);
+    for (const s of group) if (s.sharePpm > maxRegion) maxRegion = s.sharePpm;
     if (sum > maxSum) maxSum = sum;
     if (sum > units && violations.length < 5)
       violations.push({ sumPpm: sum, atMs: anchor.tMs, shares: group.map((s) => s.sharePpm), nowUs: times });
@@ -94,7 +100,9 @@ export function checkShareSum(
     groupsChecked: checked,
     groupsSkipped: skipped,
     maxSumPpm: maxSum,
-    maxSampleGapMs: maxGap,
+    maxRegionSharePpm: maxRegion,
+    sampleGapP95Ms: gaps[Math.floor(gaps.length * 0.95)] ?? 0,
+    maxSampleGapMs: gaps[gaps.length - 1] ?? 0,
     violations,
   };
 }

@@ -230,13 +230,20 @@ export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
         heal: () => r.redisServer.restart(),
       };
     }
-    case "daemon-kill":
+    case "daemon-kill": {
+      // Down between inject and heal; restartGossip (its SIGKILL finds the
+      // process already gone) starts a new daemon on the same config.
+      const r = regionOf(cluster, region);
       return {
         kind,
-        label: `${region}'s gossip daemon SIGKILLed and restarted`,
-        inject: () => cluster.restartGossip(region, { kill: true }),
-        heal: async () => {},
+        label: `${region}'s gossip daemon SIGKILLed, restarted later`,
+        inject: async () => {
+          r.gossip.child.kill("SIGKILL");
+          await r.gossip.exited;
+        },
+        heal: () => cluster.restartGossip(region, { kill: true }),
       };
+    }
   }
 }
 

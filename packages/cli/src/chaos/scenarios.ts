@@ -68,7 +68,7 @@ function randomFaults(rng: Rng, ids: readonly string[], hot: string): PlannedFau
   for (let attempt = 0; out.length < want && attempt < 50; attempt++) {
     const kind = rng.pick(FAULT_KINDS);
     const startFrac = 0.1 + rng.next() * 0.5;
-    const instant = kind === "flush" || kind === "daemon-kill";
+    const instant = kind === "flush";
     const endFrac = instant ? startFrac : Math.min(0.75, startFrac + 0.1 + rng.next() * 0.2);
     const clash = out.some(
       (f) =>
@@ -152,7 +152,7 @@ export function planScenario(name: ScenarioName, seed: number, ctx: PlanContext)
     }
     case "daemon-kill": {
       const r = rng.next() < 0.5 ? hot : otherThan(rng, ids, hot);
-      faults = one("daemon-kill", r, otherThan(rng, ids, r), 0.4, 0.4);
+      faults = one("daemon-kill", r, otherThan(rng, ids, r), 0.35, 0.5);
       description = "one gossip daemon is SIGKILLed and restarted";
       guarantees = ["G1", "G5"];
       break;

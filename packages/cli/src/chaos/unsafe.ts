@@ -1,13 +1,17 @@
-// The control that proves the oracle is not vacuous: a deliberately unsafe
+// The control that proves the checks are not vacuous: a deliberately unsafe
 // deployment, like the seed's local fallback. N independent 1-region clusters
-// each enforce the FULL global limit for the same tenant; the same traffic and
-// the same exact oracle as the chaos scenarios must report the overshoot.
+// each enforce the FULL global limit for the same tenant; the same traffic,
+// the same exact oracle and the same Σ-shares check as the chaos scenarios
+// must report the overshoot (each region holds U, so Σ = N·U).
 import { checkGlobalBound, type OracleVerdict } from "@geoquota/testkit";
 import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
 import { RequestLog } from "../demo/request-log.js";
 import { realClock } from "../demo/scenarios.js";
 import { TrafficGenerator } from "../demo/traffic.js";
+import { checkShareSum, type ShareSumVerdict } from "./checks.js";
 import { CHAOS_POLICIES, CHAOS_RESOURCE } from "./cluster.js";
+import { SHARE_PAIRING_MS } from "./run-scenario.js";
+import { QuotaSampler } from "./sampler.js";
 import { chaosSender } from "./sender.js";
 
 export interface UnsafeControlOptions {
@@ -20,7 +24,9 @@ export interface UnsafeControlOptions {
   readonly ratePerCluster?: number;
 }
 
-export async function runUnsafeControl(o: UnsafeControlOptions): Promise<OracleVerdict> {
+export async function runUnsafeControl(
+  o: UnsafeControlOptions,
+): Promise<{ bound: OracleVerdict; shares: ShareSumVerdict }> {
   const n = o.clusters ?? 3;
   const settled = await Promise.allSettled(
     Array.from({ length: n }, () => o.startCluster({ regions: 1, policiesFile: CHAOS_POLICIES })),
@@ -35,6 +41,7 @@ export async function runUnsafeControl(o: UnsafeControlOptions): Promise<OracleV
     const rate = o.ratePerCluster ?? 60;
     const log = new RequestLog(Math.ceil((rate * n * o.durationMs) / 1000) * 2 + 1000);
     const sender = chaosSender(urls, now);
+    const sampler = new QuotaSampler({ urls, tenant: o.tenant, resource: CHAOS_RESOURCE, now });
     const ids = urls.map((_, i) => `independent-${i}`);
     const traffic = new TrafficGenerator({
       regionIds: ids,
@@ -44,11 +51,16 @@ export async function runUnsafeControl(o: UnsafeControlOptions): Promise<OracleV
       now,
     });
     traffic.setDemand([Object.fromEntries(ids.map((id) => [id, rate]))]);
+    sampler.start();
     traffic.start();
     await realClock.sleep(o.durationMs);
     await traffic.stop();
+    await sampler.stop();
     await sender.close();
-    return checkGlobalBound(log.admissions(0), o.limit);
+    return {
+      bound: checkGlobalBound(log.admissions(0), o.limit),
+      shares: checkShareSum(sampler.samples, n, { maxSpreadMs: SHARE_PAIRING_MS }),
+    };
   } finally {
     await Promise.allSettled(clusters.map((c) => c.stop()));
   }

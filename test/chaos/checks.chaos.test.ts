@@ -1,0 +1,116 @@
+// The chaos checks themselves, on synthetic records: each must catch a
+// planted fault (or the tier could pass vacuously), and must not invent one
+// from samples that were only taken at slightly different instants.
+import { describe, expect, it } from "vitest";
+import {
+  checkFailClosed,
+  checkShareSum,
+  convergenceAfter,
+  convergenceLateness,
+} from "../../packages/cli/src/chaos/checks.js";
+import { FAULT_CLASS } from "../../packages/cli/src/chaos/faults.js";
+import type { QuotaSample } from "../../packages/cli/src/chaos/sampler.js";
+import { planScenario, SCENARIO_NAMES } from "../../packages/cli/src/chaos/scenarios.js";
+
+const sample = (region: number, nowMs: number, sharePpm: number, counters: Record<string, number> = {}) =>
+  ({
+    region,
+    tMs: nowMs,
+    answeredMs: nowMs + 1,
+    nowUs: nowMs * 1000,
+    sharePpm,
+    recovering: false,
+    counters: new Map(Object.entries(counters)),
+  }) satisfies QuotaSample;
+
+describe("Σ shares ≤ U", () => {
+  it("flags a group within the pairing window whose shares sum above U", () => {
+    const v = checkShareSum([sample(0, 100, 500_000), sample(1, 105, 400_000), sample(2, 110, 200_000)], 3, {
+      maxSpreadMs: 30,
+    });
+    expect(v.ok).toBe(false);
+    expect(v.maxSumPpm).toBe(1_100_000);
+  });
+
+  it("does not pair a lender's sample from before a grant with the borrower's from after it", () => {
+    // The lender gave 300 000 at t=100 ms; the borrower got it 40 ms later (one WAN hop).
+    const v = checkShareSum(
+      [
+        sample(0, 90, 333_333), // lender before the grant
+        sample(0, 150, 33_333),
+        sample(1, 145, 633_333), // borrower after the loan arrived
+        sample(2, 92, 333_334),
+        sample(2, 148, 333_334),
+      ],
+      3,
+      { maxSpreadMs: 30 },
+    );
+    expect(v.ok).toBe(true);
+    expect(v.maxSumPpm).toBe(1_000_000);
+    expect(v.groupsSkipped).toBeGreaterThan(0);
+  });
+});
+
+describe("convergence", () => {
+  it("waits until every region knows what any surviving region knew at the heal", () => {
+    const samples = [
+      sample(0, 90, 0, { "a|r0.1": 10 }),
+      sample(1, 95, 0, { "a|r0.1": 4 }),
+      sample(1, 300, 0, { "a|r0.1": 9 }),
+      sample(0, 310, 0, { "a|r0.1": 12 }),
+      sample(1, 500, 0, { "a|r0.1": 10 }),
+    ];
+    expect(convergenceAfter(samples, 2, 100)).toBe(401);
+    // Region 0 lost its state: its unshipped 10 is not expected back.
+    expect(convergenceAfter(samples, 2, 100, new Set([0]))).toBe(211);
+  });
+
+  it("counts lateness from the reconnect, and converging before it is on time", () => {
+    expect(convergenceLateness(1500, 800)).toBe(700);
+    expect(convergenceLateness(500, 800)).toBe(0);
+    expect(convergenceLateness(500, null)).toBe(0);
+  });
+});
+
+describe("fail-closed", () => {
+  const base = { region: 0, regionId: "x", cutMs: 1000, healMs: 5000, leasedMax: 3, breakerMs: 1000 };
+  const rec = (sentMs: number, allowed: boolean, degraded: boolean) => ({
+    region: 0,
+    sentMs,
+    answeredMs: sentMs + 5,
+    allowed,
+    degraded,
+    cost: 1,
+  });
+  it("allows leased tokens only", () => {
+    const ok = checkFailClosed([rec(1100, true, false), rec(1200, true, true), rec(2500, false, true)], base);
+    expect(ok.ok).toBe(true);
+    const over = checkFailClosed(
+      [1100, 1200, 1300, 1400].map((t) => rec(t, true, true)),
+      base,
+    );
+    expect(over.ok).toBe(false);
+  });
+  it("requires denials, and every answer after the breaker delay, to be degraded", () => {
+    expect(checkFailClosed([rec(1100, false, false)], base).ok).toBe(false);
+    expect(checkFailClosed([rec(2500, true, false)], base).ok).toBe(false);
+  });
+});
+
+describe("plans", () => {
+  const ctx = { regionIds: ["us-east", "eu-west", "ap-south"], leasedRegion: "ap-south" };
+  it("are fixed by the seed", () => {
+    for (const name of SCENARIO_NAMES)
+      expect(planScenario(name, 42, ctx)).toEqual(planScenario(name, 42, ctx));
+  });
+  it("random schedules never overlap two faults of one class", () => {
+    for (let seed = 0; seed < 200; seed++) {
+      const faults = planScenario("random", seed, ctx).faults;
+      expect(faults.length).toBeGreaterThanOrEqual(1);
+      for (const a of faults)
+        for (const b of faults)
+          if (a !== b && FAULT_CLASS[a.kind] === FAULT_CLASS[b.kind])
+            expect(a.endFrac < b.startFrac || b.endFrac < a.startFrac).toBe(true);
+    }
+  });
+});
