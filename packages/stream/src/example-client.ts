@@ -22,6 +22,8 @@ export interface FloodClientOptions {
   readonly stopAfterFrames?: number;
   /** Checked every tick: close early once true (e.g. everything arrived). */
   readonly doneWhen?: () => boolean;
+  /** Each admission report of the server, as it arrives. */
+  readonly onReport?: (r: { admittedFrames: number; admittedBytes: number; paused: boolean }) => void;
   /** Sampled every tick (tests watch backpressure). */
   readonly onTick?: (s: { elapsedMs: number; sentBytes: number; bufferedAmount: number }) => void;
 }
@@ -56,7 +58,9 @@ export async function runFloodClient(o: FloodClientOptions): Promise<FloodResult
   ws.on("message", (data, isBinary) => {
     if (isBinary) return;
     try {
-      lastReport = JSON.parse(String(data)) as FloodResult["lastReport"];
+      const rep = JSON.parse(String(data)) as NonNullable<FloodResult["lastReport"]>;
+      lastReport = rep;
+      o.onReport?.(rep);
     } catch {
       // not a report: ignore
     }

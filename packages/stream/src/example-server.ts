@@ -54,7 +54,8 @@ export interface ExampleServer {
 /** The tenant of an upgrade request, or undefined when missing/invalid. */
 export function tenantOf(req: IncomingMessage): string | undefined {
   const header = req.headers["x-tenant-id"];
-  const fromHeader = Array.isArray(header) ? header[0] : header;
+  const h = Array.isArray(header) ? header[0] : header;
+  const fromHeader = h === "" ? undefined : h;
   const url = new URL(req.url ?? "/", "http://localhost");
   const t = fromHeader ?? url.searchParams.get("tenant") ?? undefined;
   if (t === undefined || t.length === 0 || t.length > KEY_MAX_LENGTH || !KEY_PATTERN.test(t))

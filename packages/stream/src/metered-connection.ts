@@ -21,6 +21,8 @@ export type PauseReason = "connection" | "tenant" | "handler";
 
 /** What the handler learns about each delivered frame. */
 export interface FrameInfo {
+  /** The connection's id, unique within its StreamLimiter. */
+  readonly connectionId: number;
   /** 0, 1, 2, … per connection, in arrival order. */
   readonly index: number;
   /** Payload bytes (the byte cost). */
@@ -58,6 +60,7 @@ export interface ConnectionLimits {
 }
 
 export interface ConnectionDeps {
+  readonly id: number;
   readonly ws: WebSocket;
   readonly tenant: string;
   readonly tenantClass: string;
@@ -132,6 +135,17 @@ export class MeteredConnection {
     const { ws } = deps;
     ws.on("message", (data, isBinary) => this.onMessage(data, isBinary));
     ws.once("close", () => this.finish());
+    // ws reports protocol errors (e.g. a payload over its maxPayload: it has
+    // already closed with 1009) as 'error' events; unhandled, they would crash the process.
+    ws.on("error", (err: Error & { code?: string }) => {
+      if (err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH")
+        deps.metrics.rejectedConnections.inc({ reason: "frame_too_large" });
+      deps.onError(err);
+    });
+  }
+
+  get id(): number {
+    return this.deps.id;
   }
 
   get tenant(): string {
@@ -218,6 +232,7 @@ export class MeteredConnection {
         this.deps.metrics.admittedFrames.inc(cls);
         if (p.bytes > 0) this.deps.metrics.admittedBytes.inc(cls, p.bytes);
         const info: FrameInfo = {
+          connectionId: this.deps.id,
           index: p.index,
           bytes: p.bytes,
           readAtMs: p.readAtMs,

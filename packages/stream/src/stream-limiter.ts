@@ -109,6 +109,7 @@ export class StreamLimiter {
   private readonly onError: (err: unknown) => void;
   private readonly frameBytesMax: number;
   private closed = false;
+  private nextConnectionId = 1;
 
   constructor(private readonly options: StreamLimiterOptions) {
     this.registry = options.registry ?? new Registry();
@@ -217,6 +218,7 @@ export class StreamLimiter {
       sliceFramesPerSecond: Math.max(1e-9, shareOf(framesPolicy)),
     };
     const conn = new MeteredConnection({
+      id: this.nextConnectionId++,
       ws,
       tenant,
       tenantClass: this.tenantClass(tenant),
