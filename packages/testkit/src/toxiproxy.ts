@@ -1,4 +1,4 @@
-import { type Proxy, Toxiproxy } from "toxiproxy-node-client";
+import { type Proxy as ToxiProxy, Toxiproxy } from "toxiproxy-node-client";
 import { findBinary } from "./binaries.js";
 import { freePort } from "./ports.js";
 import { type ManagedProcess, spawnManaged } from "./processes.js";
@@ -13,7 +13,7 @@ export interface ToxiproxyServer {
    * Creates a proxy listening on a free loopback port in front of
    * `upstream` (`host:port`). Returns the proxy and its listen port.
    */
-  proxy(name: string, upstream: string): Promise<{ proxy: Proxy; port: number; listen: string }>;
+  proxy(name: string, upstream: string): Promise<{ proxy: ToxiProxy; port: number; listen: string }>;
   /** Removes every toxic and re-enables every proxy (between tests). */
   reset(): Promise<void>;
   stop(): Promise<void>;

@@ -135,7 +135,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       })),
     );
     const gossipEndpoint = new Map<string, string>();
-    ids.forEach((id, i) => gossipEndpoint.set(id, `127.0.0.1:${ports[i]!.gossip}`));
+    for (const [i, id] of ids.entries()) gossipEndpoint.set(id, `127.0.0.1:${ports[i]!.gossip}`);
     // What each region dials for each peer, and the Redis URL its limiter uses.
     const dialTarget = new Map<string, string>(); // `${dialer}>${acceptor}` → host:port
     const redisTarget = new Map<string, string>();

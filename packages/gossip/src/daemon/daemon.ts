@@ -318,7 +318,10 @@ export class GossipDaemon {
       if (!frame) continue;
       if (this.send(peer, frame)) {
         let sent = this.sentAt.get(peer);
-        if (!sent) this.sentAt.set(peer, (sent = new Map()));
+        if (!sent) {
+          sent = new Map();
+          this.sentAt.set(peer, sent);
+        }
         sent.set(frame.version, this.now());
         if (sent.size > 64) sent.delete(sent.keys().next().value as number);
       }
@@ -346,15 +349,22 @@ export class GossipDaemon {
   onFrame(peer: string, bytes: Uint8Array): void {
     this.deps.metrics?.bytesIn.inc({ peer }, bytes.byteLength);
     const decoded = decodeFrame(bytes, this.limits);
-    if (!decoded.ok) return this.bad(peer, decoded.error.code);
+    if (!decoded.ok) {
+      this.bad(peer, decoded.error.code);
+      return;
+    }
     const frame = decoded.value;
     // The link authenticated `peer`; a frame claiming another sender is forged.
-    if (frame.from !== peer) return this.bad(peer, "GQ_ERR_FORGED_SENDER");
+    if (frame.from !== peer) {
+      this.bad(peer, "GQ_ERR_FORGED_SENDER");
+      return;
+    }
     this.lastHeard.set(peer, this.now());
     this.deps.metrics?.framesIn.inc({ peer, kind: frame.kind });
     switch (frame.kind) {
       case "delta":
-        return this.onDelta(peer, frame);
+        this.onDelta(peer, frame);
+        return;
       case "ack": {
         const sent = this.sentAt.get(peer)?.get(frame.version);
         if (sent !== undefined) {
