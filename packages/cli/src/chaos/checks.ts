@@ -239,3 +239,16 @@ export function rateOfR(admissions: readonly Admission[], r: number, fromMs: num
   for (const a of admissions) if (a.answeredMs >= fromMs && a.answeredMs <= toMs) sum += a.cost;
   return sum / ((r * (toMs - fromMs)) / 1000);
 }
+
+/** Check latency (answered − sent) percentiles, ms, of the records with sentMs in [fromMs, toMs). */
+export function latencyPercentiles(
+  records: readonly CheckRecord[],
+  windows: ReadonlyArray<readonly [number, number]>,
+): { count: number; p50Ms: number; p99Ms: number } {
+  const l: number[] = [];
+  for (const r of records)
+    if (windows.some(([a, b]) => r.sentMs >= a && r.sentMs < b)) l.push(r.answeredMs - r.sentMs);
+  l.sort((a, b) => a - b);
+  const at = (q: number) => l[Math.min(l.length - 1, Math.floor(l.length * q))] ?? 0;
+  return { count: l.length, p50Ms: at(0.5), p99Ms: at(0.99) };
+}

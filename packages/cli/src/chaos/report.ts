@@ -27,6 +27,13 @@ export function scenarioLines(r: ScenarioResult): string[] {
     lines.push(
       `  ${f.label}: injected ${(f.injectedMs / 1000).toFixed(2)}s, healed ${(f.healedMs / 1000).toFixed(2)}s, links up ${ms(f.linksUpMs)}, converged ${ms(f.convergenceMs)} after the heal`,
     );
+  const lat = r.latency;
+  lines.push(
+    `  check latency p50/p99: ${lat.beforeFaults.p50Ms.toFixed(1)}/${lat.beforeFaults.p99Ms.toFixed(1)} ms before faults` +
+      (lat.duringGossipFaults.count > 0
+        ? `, ${lat.duringGossipFaults.p50Ms.toFixed(1)}/${lat.duringGossipFaults.p99Ms.toFixed(1)} ms during gossip faults`
+        : ""),
+  );
   for (const f of r.failClosed)
     lines.push(
       `  fail-closed ${f.region}: admitted ${f.admittedDuringCut} ≤ leased ${f.leasedMax}; ${f.degradedDuringCut}/${f.answeredDuringCut} answers degraded`,

@@ -15,13 +15,14 @@ import {
   checkShareSum,
   convergenceAfter,
   convergenceLateness,
+  latencyPercentiles,
   type FailClosedVerdict,
   linksUpAfter,
   rateOfR,
   type ShareSumVerdict,
 } from "./checks.js";
 import { CHAOS_RESOURCE, LEASED } from "./cluster.js";
-import { makeFault } from "./faults.js";
+import { FAULT_CLASS, makeFault } from "./faults.js";
 import { createRng } from "./rng.js";
 import { QuotaSampler } from "./sampler.js";
 import type { ScenarioPlan } from "./scenarios.js";
@@ -81,6 +82,14 @@ export interface ScenarioResult {
   /** Admitted rate ÷ r from the last heal (+1 s) to the end; null when that window is too short. */
   readonly rateAfterHealOfR: number | null;
   readonly requests: { sent: number; answered: number; errors: number; shed: number };
+  /**
+   * Check latency seen by the clients (G3: no request waits on gossip): before
+   * any fault, and while a gossip-class fault was active.
+   */
+  readonly latency: {
+    readonly beforeFaults: { count: number; p50Ms: number; p99Ms: number };
+    readonly duringGossipFaults: { count: number; p50Ms: number; p99Ms: number };
+  };
   readonly samples: { count: number; misses: number; linkSamples: number };
 }
 
@@ -260,6 +269,17 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
       answered: log.size - errors,
       errors,
       shed: traffic.counters.shed,
+    },
+    latency: {
+      beforeFaults: latencyPercentiles(sender.records, [
+        [0, Math.min(L, ...faults.map((f) => f.plan.startFrac * L))],
+      ]),
+      duringGossipFaults: latencyPercentiles(
+        sender.records,
+        faults
+          .filter((f) => FAULT_CLASS[f.plan.kind] === "gossip")
+          .map((f): [number, number] => [f.injectedMs, f.healStartMs]),
+      ),
     },
     samples: { count: sampler.samples.length, misses: sampler.misses, linkSamples: sampler.links.length },
   };
