@@ -10,7 +10,7 @@ const setupFiles = [new URL("./test/setup/hygiene.ts", import.meta.url).pathname
 const shared = {
   setupFiles,
   testTimeout: 60_000,
-  hookTimeout: 120_000,
+  hookTimeout: 240_000,
   pool: "forks" as const,
 };
 

@@ -64,7 +64,7 @@ describe("geoquota cluster --json", () => {
       const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
       let spawned: number[] = [];
       try {
-        await waitFor("the cluster's JSON line", () => out.includes("\n"), 90_000);
+        await waitFor("the cluster's JSON line", () => out.includes("\n"), 150_000);
         const lines = out.trim().split("\n");
         expect(lines).toHaveLength(1);
         const line = JSON.parse(lines[0]!) as ClusterLine;
@@ -98,6 +98,6 @@ describe("geoquota cluster --json", () => {
         for (const p of spawned) if (alive(p)) process.kill(p, "SIGKILL");
       }
       expect(err).not.toMatch(/Error/);
-    });
+    }, 240_000);
   }
 });

@@ -81,7 +81,9 @@ function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>)
   return out;
 }
 
-async function waitHttp(url: string, what: string, proc: ManagedProcess, timeoutMs = 30_000): Promise<void> {
+// Generous: six processes transpile and start at once, and on a loaded
+// 2-core machine that can take most of a minute.
+async function waitHttp(url: string, what: string, proc: ManagedProcess, timeoutMs = 120_000): Promise<void> {
   await waitFor(
     what,
     async () => {
