@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { bar, type LiveState, renderFrame, renderLine, ttyFrame } from "../src/demo/live-view.js";
+import {
+  bar,
+  fmtBytes,
+  type LiveState,
+  type LiveStream,
+  renderFrame,
+  renderLine,
+  ttyFrame,
+} from "../src/demo/live-view.js";
 
 const state: LiveState = {
   elapsedMs: 31_500,
@@ -82,6 +90,40 @@ describe("live view", () => {
     expect(l).toContain("eu-west share=2.0%(rec)");
     expect(l).toContain("admitted 1520 of bound 1525.5");
     expect(l).toContain("us-east>eu-west=down eu-west>us-east=412ms");
+  });
+
+  const stream: LiveStream = {
+    key: "cust_ent_9942/stream_bytes",
+    refillPerSecond: 262_144,
+    multiple: 10,
+    active: true,
+    regions: [
+      { id: "us-east", bytesPerSec: 90_112, paused: 1, connections: 1, clientBufferedBytes: 4 * 1024 * 1024 },
+      { id: "eu-west", bytesPerSec: 86_016, paused: 0, connections: 1, clientBufferedBytes: 1536 },
+      { id: "ap-south", bytesPerSec: 86_016, paused: 1, connections: 1, clientBufferedBytes: 0 },
+    ],
+  };
+
+  it("shows the stream tenant: bytes/s per region against r, paused connections, held-back bytes", () => {
+    const f = renderFrame({ ...state, scenario: "stream", stream }, false);
+    expect(f).toContain("stream cust_ent_9942/stream_bytes  (r = 256.0 KiB/s, clients offer 10× r)");
+    expect(f).toMatch(/us-east\s+█{8}\S*·+\s+88\.0\s+1\/1\s+4\.0 MiB/);
+    expect(f).toMatch(/eu-west\s+\S+\s+84\.0\s+0\/1\s+1\.5 KiB/);
+    expect(f).toMatch(/^all\s+█{24}\s+256\.0 {2}= 100% of r$/m);
+    for (const line of f.split("\n")) expect([...line].length).toBeLessThanOrEqual(80);
+    expect(renderFrame({ ...state, stream: { ...stream, active: false } }, false)).toMatch(/10× r\) idle/);
+    expect(renderFrame(state, false)).not.toContain("stream");
+    const l = renderLine({ ...state, stream });
+    expect(l).toContain(
+      "| stream us-east=88KiB/s paused=1/1 eu-west=84KiB/s paused=0/1 ap-south=84KiB/s paused=1/1 all=256KiB/s of r=256KiB/s",
+    );
+    expect(l.split("\n")).toHaveLength(2);
+    expect(renderLine({ ...state, stream: { ...stream, active: false } })).not.toContain("stream");
+    expect([fmtBytes(512), fmtBytes(2048), fmtBytes(3 * 1024 * 1024)]).toEqual([
+      "512 B",
+      "2.0 KiB",
+      "3.0 MiB",
+    ]);
   });
 
   it("draws bars with eighth-block resolution and clamps", () => {

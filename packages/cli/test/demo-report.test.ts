@@ -86,6 +86,32 @@ describe("report HTML", () => {
     expect(html).toMatch(/<path d="M[\d.]+,[\d.]+/); // series are drawn
   });
 
+  it("adds the stream chart (bytes/s per region, the byte-rate line) when the run streamed", () => {
+    const d = syntheticData(syntheticLog());
+    expect(renderReportHtml(d)).not.toContain("Streamed KiB/s");
+    const tMs = Array.from({ length: 30 }, (_, i) => i * 1000);
+    const html = renderReportHtml({
+      ...d,
+      stream: {
+        tenant: "cust_ent_9942",
+        resource: "stream_bytes",
+        capacity: 262_144,
+        refillPerSecond: 262_144,
+        multiple: 10,
+        bucketMs: 1000,
+        tMs,
+        bytesPerSec: regions.map(() => tMs.map((t) => (t >= 15_000 ? 87_381 : 0))),
+      },
+    });
+    expect(html.match(/<svg /g)).toHaveLength(5);
+    expect(html).toContain("Streamed KiB/s per region, cust_ent_9942/stream_bytes (dashed: its byte rate r)");
+    const chart = html.slice(html.lastIndexOf("<svg "), html.lastIndexOf("</svg>"));
+    for (const r of regions) expect(chart).toContain(`>${r}</text>`);
+    expect(chart).toContain(">r (bytes)</text>");
+    expect(chart).toMatch(/stroke-dasharray="6 4"/); // the rate line
+    expect(html).not.toMatch(/https?:\/\//i);
+  });
+
   it("escapes text from the data", () => {
     const d = syntheticData(syntheticLog());
     const html = renderReportHtml({ ...d, summary: ["<b>&</b>"] });
@@ -123,6 +149,12 @@ describe("report files", () => {
     expect(json.cumulative.tMs.length).toBe(json.cumulative.bound.length);
     expect(json.shares.perRegion).toHaveLength(3);
     expect(jsonPathFor("x/report")).toBe("x/report.json");
+    expect(json.streamFrames).toBeUndefined();
+    const frames = [{ region: 1, sentMs: 10.5, answeredMs: 12.25, bytes: 4096 }];
+    await writeReport(path, syntheticData(log), log, [key], regions, frames);
+    const withStream = JSON.parse(readFileSync(files.jsonPath, "utf8"));
+    expect(withStream.streamFrames.columns).toEqual(["readMs", "deliveredMs", "region", "bytes"]);
+    expect(withStream.streamFrames.rows).toEqual([[10.5, 12.25, 1, 4096]]);
   });
 });
 

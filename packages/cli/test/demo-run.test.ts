@@ -11,6 +11,60 @@ import { repoRoot } from "@geoquota/testkit";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Cluster } from "../src/cluster/orchestrator.js";
 import { runDemo } from "../src/demo/run-demo.js";
+import type { StreamRecord, StreamRig, StreamRigOptions } from "../src/demo/stream-rig.js";
+
+/**
+ * A stream rig without sockets: once the clients start, it "admits" 4 KiB
+ * frames at `fraction` of r spread over the regions (plus `burst` bytes at
+ * once), on the demo's clock.
+ */
+function fakeRig(fraction: number, burst = 0) {
+  const events: string[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  const start = async (o: StreamRigOptions): Promise<StreamRig> => {
+    const records: StreamRecord[] = [];
+    const limit = { capacity: 65_536, refillPerSecond: 65_536 };
+    const now = () => performance.now() - o.originMs;
+    events.push(`start ${o.tenant} ${o.regions.map((r) => r.id).join(",")}`);
+    return {
+      tenant: o.tenant,
+      resource: "stream_bytes",
+      limit,
+      multiple: 10,
+      offeredPerClient: 655_360,
+      regionIds: o.regions.map((r) => r.id),
+      records,
+      errors: [],
+      startClients(durationMs) {
+        events.push("clients");
+        for (let b = 0; b < burst; b += 4096)
+          records.push({ region: 0, sentMs: now(), answeredMs: now(), bytes: 4096 });
+        let i = 0;
+        timer = setInterval(
+          () => {
+            const t = now();
+            records.push({ region: i++ % o.regions.length, sentMs: t - 1, answeredMs: t, bytes: 4096 });
+          },
+          1000 / ((limit.refillPerSecond * fraction) / 4096),
+        );
+        setTimeout(() => clearInterval(timer), durationMs);
+      },
+      stats: () =>
+        o.regions.map((r) => ({
+          id: r.id,
+          connections: 1,
+          paused: 1,
+          clientBufferedBytes: 1 << 20,
+          clientSentBytes: 1 << 22,
+        })),
+      async stop() {
+        clearInterval(timer);
+        events.push("stop");
+      },
+    };
+  };
+  return { start, events };
+}
 
 const C = 1000;
 const R = 1000 / 60;
@@ -113,6 +167,77 @@ describe("runDemo against a fake cluster", () => {
     expect(r.exitCode).toBe(1);
     expect(out).toMatch(/^global bound VIOLATED: admitted \d+ > bound \d+\.\d\d$/m);
     expect(out).toMatch(/^ {2}worst interval \[/m);
+    expect(readFileSync(r.reportPath, "utf8")).toContain('class="verdict bad"');
+  });
+
+  it("stream: a second verdict line and the achieved rate; the rig stops before the cluster", async () => {
+    dir = mkdtempSync(join(tmpdir(), "gq-demo-run-"));
+    const cluster = await fakeCluster(1 / 3);
+    const rig = fakeRig(0.9);
+    let policiesFile = "";
+    let out = "";
+    const r = await runDemo({
+      durationMs: 3000,
+      scenarios: ["stream"],
+      tty: false,
+      reportPath: join(dir, "demo.html"),
+      write: (s) => {
+        out += s;
+      },
+      startCluster: async (o) => {
+        policiesFile = readFileSync(o.policiesFile!, "utf8"); // a merged temp file, removed after the start
+        const stop = cluster.stop.bind(cluster);
+        cluster.stop = async () => {
+          rig.events.push("cluster stop");
+          await stop();
+        };
+        return cluster;
+      },
+      startStream: rig.start,
+    });
+    expect(JSON.parse(policiesFile).policies.map((p: { resource: string }) => p.resource)).toEqual(
+      expect.arrayContaining(["payments_checkout", "stream_bytes", "stream_frames"]),
+    );
+    expect(rig.events).toEqual([
+      "start cust_ent_9942 us-east,eu-west,ap-south",
+      "clients",
+      "stop",
+      "cluster stop",
+    ]);
+    expect(r.exitCode).toBe(0);
+    expect(out).toMatch(/^global bound held: admitted \d+ ≤ bound \d+\.\d\d$/m);
+    expect(out).toMatch(/^stream bound held: admitted \d+ B ≤ bound \d+\.\d\d B$/m);
+    expect(out).toMatch(
+      /^stream rate: \d+ B\/s of r = 65536 B\/s = [\d.]+% while each of 3 clients offered 10× r/m,
+    );
+    expect(out).toMatch(/^\[ {2}\d+s\] stream \| .* \| stream us-east=\d+KiB\/s paused=1\/1 /m);
+    const html = readFileSync(r.reportPath, "utf8");
+    expect(html).toContain("Streamed KiB/s per region");
+    expect(html).toContain("stream bound held");
+    const json = JSON.parse(readFileSync(r.jsonPath, "utf8"));
+    expect(json.streamFrames.rows.length).toBeGreaterThan(20);
+    expect(r.streamVerdict?.ok).toBe(true);
+  });
+
+  it("stream violated: the demo says so and exits 1 even when the request bound held", async () => {
+    dir = mkdtempSync(join(tmpdir(), "gq-demo-run-"));
+    const cluster = await fakeCluster(1 / 3);
+    const rig = fakeRig(0.5, 3 * 65_536);
+    let out = "";
+    const r = await runDemo({
+      durationMs: 3000,
+      scenarios: ["stream"],
+      tty: false,
+      reportPath: join(dir, "demo.html"),
+      write: (s) => {
+        out += s;
+      },
+      startCluster: async () => cluster,
+      startStream: rig.start,
+    });
+    expect(r.verdict.ok).toBe(true);
+    expect(r.exitCode).toBe(1);
+    expect(out).toMatch(/^stream bound VIOLATED: admitted \d+ B > bound \d+\.\d\d B$/m);
     expect(readFileSync(r.reportPath, "utf8")).toContain('class="verdict bad"');
   });
 

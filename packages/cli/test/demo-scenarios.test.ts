@@ -26,7 +26,9 @@ function virtualClock(): ScheduleClock & { t: number } {
 describe("planScenarios", () => {
   it("walks every scenario in order and fills the duration exactly", () => {
     const plan = planScenarios(SCENARIOS, 90_000, opts);
-    expect(plan.map((s) => s.name)).toEqual(["steady", "shift", "partition", "state-loss"]);
+    expect(plan.map((s) => s.name)).toEqual(["steady", "shift", "partition", "state-loss", "stream"]);
+    // The default 90 s: 15 s each for steady, state-loss and stream; 22.5 s for shift and partition.
+    expect(plan.map((s) => s.endMs - s.startMs)).toEqual([15_000, 22_500, 22_500, 15_000, 15_000]);
     expect(plan[0]!.startMs).toBe(0);
     expect(plan.at(-1)!.endMs).toBe(90_000);
     for (let i = 1; i < plan.length; i++) expect(plan[i]!.startMs).toBe(plan[i - 1]!.endMs);
@@ -52,6 +54,13 @@ describe("planScenarios", () => {
     expect(s!.events.map((e) => e.event)).toEqual([{ kind: "flush", region: "eu-west" }]);
   });
 
+  it("keeps requests flowing evenly while the stream scenario runs", () => {
+    const [st] = planScenarios(["stream"], 20_000, opts);
+    expect(st!.demand).toEqual({ "us-east": 50, "eu-west": 50, "ap-south": 50 });
+    expect(st!.events).toEqual([]);
+    expect([st!.startMs, st!.endMs]).toEqual([0, 20_000]);
+  });
+
   it("gives one scenario the whole duration", () => {
     const plan = planScenarios(["shift"], 20_000, opts);
     expect(plan).toHaveLength(1);
@@ -63,7 +72,7 @@ describe("parseScenarioFlag", () => {
   it("accepts the names and all, and refuses the rest with a message", () => {
     expect(parseScenarioFlag("all")).toEqual([...SCENARIOS]);
     expect(parseScenarioFlag("state-loss")).toEqual(["state-loss"]);
-    expect(parseScenarioFlag("stream")).toHaveProperty("error");
+    expect(parseScenarioFlag("stream")).toEqual(["stream"]);
     expect(parseScenarioFlag("nope")).toEqual({ error: expect.stringContaining('got "nope"') });
   });
 });
@@ -88,6 +97,7 @@ describe("runSchedule (injected clock)", () => {
       `${p.events[1]!.atMs} heal us-east`,
       `${sl.startMs} start state-loss`,
       `${sl.events[0]!.atMs} flush eu-west`,
+      `${at("stream").startMs} start stream`,
     ]);
     expect(clock.t - 1000).toBe(90_000); // returns at the plan's end, not earlier
   });

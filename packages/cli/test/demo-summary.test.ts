@@ -5,6 +5,9 @@ import {
   boundLines,
   fmtBound,
   shareReachedAfter,
+  streamBoundLines,
+  streamRate,
+  streamRateLine,
   utilization,
   utilizationLine,
 } from "../src/demo/summary.js";
@@ -94,5 +97,63 @@ describe("utilization", () => {
     expect(shareReachedAfter(samples, "us-east", 0, 2000)).toBe(1500);
     expect(shareReachedAfter(samples, "us-east", 0, 1000)).toBeNull();
     expect(shareReachedAfter(samples, "eu-west", 0, 2000)).toBeNull();
+  });
+});
+
+describe("stream summary", () => {
+  const bytes = { capacity: 262_144, refillPerSecond: 262_144 };
+  /** 4 KiB frames evenly over [0, spanMs], read 1 ms before delivery, round-robin over 3 regions. */
+  function frames(n: number, spanMs: number) {
+    return Array.from({ length: n }, (_, i) => {
+      const t = (i * spanMs) / Math.max(1, n - 1);
+      return { region: i % 3, sentMs: t, answeredMs: t + 1, bytes: 4096 };
+    });
+  }
+  const adm = (f: ReturnType<typeof frames>) =>
+    f.map((x) => ({ sentMs: x.sentMs, answeredMs: x.answeredMs, cost: x.bytes }));
+
+  it("prints the fixed held wording in bytes, with the tightest interval", () => {
+    // 10 s at r: C + r·10 s = 11 × 256 KiB; send 10 × 256 KiB worth.
+    const v = checkGlobalBound(adm(frames(640, 10_000)), bytes);
+    expect(v.ok).toBe(true);
+    const lines = streamBoundLines(v, 0);
+    expect(lines[0]).toBe(`stream bound held: admitted 2621440 B ≤ bound ${fmtBound(v.bound)} B`);
+    expect(lines[0]).toMatch(/^stream bound held: admitted \d+ B ≤ bound \d+\.\d\d B$/);
+    expect(lines[1]).toMatch(
+      /^ {2}tightest interval \[\d+\.\d\ds, \d+\.\d\ds\]: admitted \d+ B ≤ bound [\d.]+ B \(margin [\d.]+ B; \d+ intervals checked\)$/,
+    );
+  });
+
+  it("prints the fixed VIOLATED wording with the worst interval", () => {
+    // 640 KiB within one second: more than C + r·1 s = 512 KiB.
+    const v = checkGlobalBound(adm(frames(160, 1000)), bytes);
+    expect(v.ok).toBe(false);
+    const lines = streamBoundLines(v, 0);
+    expect(lines[0]).toMatch(/^stream bound VIOLATED: admitted \d+ B > bound \d+\.\d\d B$/);
+    expect(lines[1]).toMatch(/^ {2}worst interval \[[\d.]+s, [\d.]+s\]: over by [\d.]+ B \(whole run/);
+    expect(streamBoundLines(checkGlobalBound([], bytes), 0)).toEqual([
+      "stream bound held: admitted 0 B ≤ bound 262144.00 B",
+    ]);
+  });
+
+  it("measures the sustained streamed rate after the burst as a fraction of r, per region", () => {
+    // A burst of 64 frames in the first 100 ms, then 48 frames/s (192 KiB/s = 75% of r) to 10 s.
+    const f = [
+      ...Array.from({ length: 64 }, (_, i) => ({ region: 0, sentMs: i, answeredMs: i + 1, bytes: 4096 })),
+      ...Array.from({ length: 432 }, (_, i) => {
+        const t = 1000 + (i * 9000) / 432 + 1;
+        return { region: i % 3 === 0 ? 0 : 1, sentMs: t - 1, answeredMs: t, bytes: 4096 };
+      }),
+    ];
+    const s = streamRate(f, 3, bytes.refillPerSecond, 0, 10_000, 2000);
+    expect(s.fromMs).toBe(2000);
+    expect(s.ratio).toBeGreaterThan(0.74);
+    expect(s.ratio).toBeLessThan(0.76);
+    expect(s.regionFractions[0]! + s.regionFractions[1]! + s.regionFractions[2]!).toBeCloseTo(1, 10);
+    expect(s.regionFractions[2]).toBe(0);
+    const line = streamRateLine(s, ["us-east", "eu-west", "ap-south"], bytes.refillPerSecond, 10);
+    expect(line).toMatch(
+      /^stream rate: \d+ B\/s of r = 262144 B\/s = 7\d\.\d% while each of 3 clients offered 10× r \(measured 8\.0s from 2\.0s after the start; us-east 3\d%, eu-west 6\d%, ap-south 0%\)$/,
+    );
   });
 });

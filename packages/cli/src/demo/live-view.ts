@@ -19,6 +19,28 @@ export interface LiveLink {
   readonly lagMs: number | null;
 }
 
+export interface LiveStreamRegion {
+  readonly id: string;
+  /** Bytes/s delivered by the region's stream server over the last second. */
+  readonly bytesPerSec: number;
+  readonly paused: number;
+  readonly connections: number;
+  /** What the region's flood client holds back (its writes stalled), bytes. */
+  readonly clientBufferedBytes: number;
+}
+
+/** The stream tenant's part of the view (present when the run has a stream scenario). */
+export interface LiveStream {
+  /** `tenant/stream_bytes` */
+  readonly key: string;
+  /** The tenant's byte rate r, bytes/s. */
+  readonly refillPerSecond: number;
+  /** Each client's offered rate, as a multiple of r. */
+  readonly multiple: number;
+  readonly active: boolean;
+  readonly regions: readonly LiveStreamRegion[];
+}
+
 export interface LiveState {
   readonly elapsedMs: number;
   readonly durationMs: number;
@@ -34,6 +56,7 @@ export interface LiveState {
   readonly links: readonly LiveLink[];
   readonly sent: number;
   readonly shed: number;
+  readonly stream?: LiveStream;
 }
 
 const ESC = "\x1b[";
@@ -57,6 +80,38 @@ export function bar(fraction: number, width: number): string {
 
 function pad(s: string, n: number): string {
   return s.length >= n ? s.slice(0, n) : s + " ".repeat(n - s.length);
+}
+
+/** Bytes as KiB/MiB, short. */
+export function fmtBytes(b: number): string {
+  if (b >= 1024 * 1024) return `${(b / (1024 * 1024)).toFixed(1)} MiB`;
+  if (b >= 1024) return `${(b / 1024).toFixed(1)} KiB`;
+  return `${Math.round(b)} B`;
+}
+
+function streamLines(st: LiveStream, color: boolean): string[] {
+  const lines: string[] = [];
+  const r = st.refillPerSecond;
+  lines.push(
+    style.bold(
+      `stream ${st.key}  (r = ${fmtBytes(r)}/s, clients offer ${st.multiple}× r)${st.active ? "" : " idle"}`,
+      color,
+    ),
+  );
+  lines.push(
+    `${pad("region", 10)} ${pad("streamed, of r", 24)} ${"KiB/s".padStart(8)} ${"paused".padStart(7)}  ${"client held back".padStart(16)}`,
+  );
+  for (const g of st.regions) {
+    const pausedCell = `${g.paused}/${g.connections}`.padStart(7);
+    lines.push(
+      `${pad(g.id, 10)} ${bar(r > 0 ? g.bytesPerSec / r : 0, 24)} ${style.green((g.bytesPerSec / 1024).toFixed(1).padStart(8), color)} ${g.paused > 0 ? style.yellow(pausedCell, color) : pausedCell}  ${fmtBytes(g.clientBufferedBytes).padStart(16)}`,
+    );
+  }
+  const total = st.regions.reduce((a, g) => a + g.bytesPerSec, 0);
+  lines.push(
+    `${pad("all", 10)} ${bar(r > 0 ? total / r : 0, 24)} ${style.green((total / 1024).toFixed(1).padStart(8), color)}  = ${r > 0 ? ((total / r) * 100).toFixed(0) : "0"}% of r`,
+  );
+  return lines;
 }
 
 function rate(x: number): string {
@@ -108,6 +163,10 @@ export function renderFrame(s: LiveState, color = true): string {
   });
   for (let i = 0; i < cells.length; i += 2) lines.push(cells.slice(i, i + 2).join("   "));
   lines.push("");
+  if (s.stream) {
+    lines.push(...streamLines(s.stream, color));
+    lines.push("");
+  }
   lines.push(
     style.dim(`requests sent ${s.sent}, shed at the in-flight cap ${s.shed}.  Ctrl-C stops the demo.`, color),
   );
@@ -130,5 +189,10 @@ export function renderLine(s: LiveState): string {
   const lags = s.links
     .map((l) => `${l.from}>${l.to}=${!l.up ? "down" : l.lagMs === null ? "?" : `${Math.round(l.lagMs)}ms`}`)
     .join(" ");
-  return `[${(s.elapsedMs / 1000).toFixed(0).padStart(3)}s] ${s.scenario}${s.fault ? ` (${s.fault})` : ""} | ${shares} | admitted ${s.admitted} of bound ${s.bound.toFixed(1)} | lag ${lags}\n`;
+  const st = s.stream;
+  const stream =
+    st?.active === true
+      ? ` | stream ${st.regions.map((g) => `${g.id}=${(g.bytesPerSec / 1024).toFixed(0)}KiB/s paused=${g.paused}/${g.connections}`).join(" ")} all=${(st.regions.reduce((a, g) => a + g.bytesPerSec, 0) / 1024).toFixed(0)}KiB/s of r=${(st.refillPerSecond / 1024).toFixed(0)}KiB/s`
+      : "";
+  return `[${(s.elapsedMs / 1000).toFixed(0).padStart(3)}s] ${s.scenario}${s.fault ? ` (${s.fault})` : ""} | ${shares} | admitted ${s.admitted} of bound ${s.bound.toFixed(1)} | lag ${lags}${stream}\n`;
 }

@@ -1,6 +1,7 @@
 // Writes the report pair: the HTML page and, beside it, the JSON with the same
 // series plus every request (columns: sent and answered ms since the origin,
-// region, key, outcome, cost), so the verdict can be re-derived offline.
+// region, key, outcome, cost), so the verdict can be re-derived offline; with
+// a stream scenario also every admitted frame (read and delivered ms, region, bytes).
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { type ReportData, renderReportHtml } from "./report.js";
@@ -17,6 +18,7 @@ export async function writeReport(
   log: RequestLog,
   keys: readonly DemoKey[],
   regions: readonly string[],
+  streamFrames?: ReadonlyArray<{ region: number; sentMs: number; answeredMs: number; bytes: number }>,
 ): Promise<{ htmlPath: string; jsonPath: string }> {
   const htmlPath = resolve(path);
   const jsonPath = jsonPathFor(htmlPath);
@@ -32,6 +34,15 @@ export async function writeReport(
       outcomes: { 1: "allowed", 2: "denied", 3: "error" },
       rows,
     },
+    ...(streamFrames
+      ? {
+          streamFrames: {
+            columns: ["readMs", "deliveredMs", "region", "bytes"],
+            regions,
+            rows: streamFrames.map((f) => [f.sentMs, f.answeredMs, f.region, f.bytes]),
+          },
+        }
+      : {}),
   };
   await writeFile(htmlPath, renderReportHtml(data));
   await writeFile(jsonPath, `${JSON.stringify(json)}\n`);

@@ -39,6 +39,19 @@ export interface ReportData {
     readonly tMs: readonly number[];
     readonly perLink: Readonly<Record<string, ReadonlyArray<number | null>>>;
   };
+  /** The stream scenario's tenant, when the run had one: streamed bytes/s per region per bucket. */
+  readonly stream?: {
+    readonly tenant: string;
+    readonly resource: string;
+    readonly capacity: number;
+    /** The tenant's byte rate r, bytes/s. */
+    readonly refillPerSecond: number;
+    readonly multiple: number;
+    readonly bucketMs: number;
+    readonly tMs: readonly number[];
+    /** [region][bucket] bytes/s delivered by the region's stream server. */
+    readonly bytesPerSec: ReadonlyArray<readonly number[]>;
+  };
   /** The summary lines as printed at the end of the run. */
   readonly summary: readonly string[];
   readonly ok: boolean;
@@ -72,6 +85,38 @@ function maxOf(values: Iterable<number | null>, floor: number): number {
   let m = floor;
   for (const v of values) if (v !== null && v > m) m = v;
   return m;
+}
+
+function renderStreamChart(
+  d: ReportData,
+  st: NonNullable<ReportData["stream"]>,
+  common: { xMax: number; bands: ChartBand[]; markers: ChartMarker[] },
+  xMax: number,
+): string {
+  const kib = (b: number) => b / 1024;
+  const mid = st.bucketMs / 2;
+  const total = st.tMs.map((_, j) => d.regions.reduce((s, _id, i) => s + (st.bytesPerSec[i]?.[j] ?? 0), 0));
+  const r = kib(st.refillPerSecond);
+  const yMax = Math.max(r * 1.25, maxOf(total.map(kib), 0)) * 1.05;
+  return lineChart({
+    ...common,
+    title: `Streamed KiB/s per region, ${st.tenant}/${st.resource} (dashed: its byte rate r)`,
+    yMax,
+    yLabel: (y) => `${Math.round(y)}`,
+    series: [
+      ...d.regions.map((id, i) => ({
+        name: id,
+        color: color(i),
+        points: st.tMs.map((t, j) => [t + mid, kib(st.bytesPerSec[i]?.[j] ?? 0)] as const),
+      })),
+      {
+        name: "all regions",
+        color: "#333",
+        points: st.tMs.map((t, j) => [t + mid, kib(total[j] ?? 0)] as const),
+      },
+      { name: "r (bytes)", color: "#888", dashed: true, points: [[0, r] as const, [xMax, r] as const] },
+    ],
+  });
 }
 
 export function renderReportHtml(d: ReportData): string {
@@ -158,6 +203,7 @@ export function renderReportHtml(d: ReportData): string {
       points: d.lag.tMs.map((t, j) => [t, d.lag.perLink[l]?.[j] ?? null] as const),
     })),
   });
+  const streamChart = d.stream ? renderStreamChart(d, d.stream, common, xMax) : "";
   const statRows = Object.entries(d.stats)
     .map(([k, v]) => `<tr><td>${escapeXml(k)}</td><td>${escapeXml(String(v))}</td></tr>`)
     .join("");
@@ -209,6 +255,7 @@ ${shareChart}
 ${rateChart}
 ${cumChart}
 ${lagChart}
+${streamChart}
 <h2>Scenarios</h2>
 <table><tr><th>scenario</th><th>from</th><th>to</th></tr>${scenarioRows}</table>
 <h2>Faults (shaded above)</h2>

@@ -2,12 +2,16 @@
 // through the scenarios with a live view, stop everything, then judge the run
 // with the exact oracle and write the report. The cluster is stopped before
 // the (possibly slow) verdict and report, and always: on success, on error,
-// and when `signal` aborts (SIGINT/SIGTERM in the CLI).
+// and when `signal` aborts (SIGINT/SIGTERM in the CLI). With the stream
+// scenario, per region a metered WebSocket server and a flood client of one
+// tenant run too (stream-rig.ts); they are stopped before the cluster, and
+// the tenant's streamed bytes get their own exact verdict.
+import { join } from "node:path";
 import { loadPolicies, lookupPolicy } from "@geoquota/config";
-import { checkGlobalBound, type OracleVerdict } from "@geoquota/testkit";
+import { checkGlobalBound, type OracleVerdict, repoRoot } from "@geoquota/testkit";
 import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
 import { flushRegion, recoveryEnd, setGossipLinks } from "./faults.js";
-import { type LiveState, renderLine, ttyFrame } from "./live-view.js";
+import { type LiveState, type LiveStream, renderLine, ttyFrame } from "./live-view.js";
 import { ClusterPoller } from "./poller.js";
 import type { ReportData } from "./report.js";
 import { writeReport } from "./report-files.js";
@@ -20,7 +24,23 @@ import {
   type ScheduleClock,
 } from "./scenarios.js";
 import { admittedSoFar, cumulativeSeries, rateSeries, recentRates } from "./series.js";
-import { boundLines, shareReachedAfter, utilization, utilizationLine } from "./summary.js";
+import {
+  mergePolicyFiles,
+  recentStreamRates,
+  type StreamRig,
+  type StreamRigOptions,
+  startStreamRig,
+  streamRateSeries,
+} from "./stream-rig.js";
+import {
+  boundLines,
+  shareReachedAfter,
+  streamBoundLines,
+  streamRate,
+  streamRateLine,
+  utilization,
+  utilizationLine,
+} from "./summary.js";
 import type { ClusterSample, Demand, DemoKey, FaultWindow, ScenarioName, Writer } from "./types.js";
 import { httpCheckSender, TrafficGenerator } from "./traffic.js";
 
@@ -42,12 +62,18 @@ export interface DemoOptions {
   /** Global demand for the main key, requests per second (default 150, ≈ 9× r). */
   readonly totalRatePerSecond?: number;
   readonly regions?: number;
+  /** Starts the stream scenario's servers and clients (default: the real ones, on each region's Redis). */
+  readonly startStream?: (o: StreamRigOptions) => Promise<StreamRig>;
+  /** Policies merged into the cluster's for the stream scenario (default regions/stream-policies.json). */
+  readonly streamPoliciesFile?: string;
 }
 
 export interface DemoResult {
   readonly exitCode: number;
   readonly ok: boolean;
   readonly verdict: OracleVerdict;
+  /** The stream tenant's verdict, when the run had the stream scenario. */
+  readonly streamVerdict?: OracleVerdict;
   readonly summary: readonly string[];
   readonly reportPath: string;
   readonly jsonPath: string;
@@ -59,14 +85,35 @@ const FLUSHED = "eu-west";
 export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   const write = o.write;
   const needsToxiproxy = o.scenarios.includes("partition");
+  const withStream = o.scenarios.includes("stream");
   write(
-    `starting a local cluster (${o.regions ?? 3} regions${needsToxiproxy ? ", gossip behind Toxiproxy" : ""})…\n`,
+    `starting a local cluster (${o.regions ?? 3} regions${needsToxiproxy ? ", gossip behind Toxiproxy" : ""}${withStream ? ", stream policies merged in" : ""})…\n`,
   );
-  const cluster = await o.startCluster({ regions: o.regions ?? 3, toxiproxy: needsToxiproxy });
+  // Every limiter and daemon reads one policies file: for the stream scenario,
+  // the demo's request policies plus the stream_* ones (the cluster copies it).
+  const merged = withStream
+    ? mergePolicyFiles(
+        join(repoRoot, "regions", "policies.json"),
+        o.streamPoliciesFile ?? join(repoRoot, "regions", "stream-policies.json"),
+      )
+    : undefined;
+  let cluster: Cluster;
+  try {
+    cluster = await o.startCluster({
+      regions: o.regions ?? 3,
+      toxiproxy: needsToxiproxy,
+      ...(merged ? { policiesFile: merged.path } : {}),
+    });
+  } finally {
+    merged?.cleanup();
+  }
   let traffic: TrafficGenerator | undefined;
   let poller: ClusterPoller | undefined;
   let viewTimer: NodeJS.Timeout | undefined;
   let closeSender: (() => Promise<void>) | undefined;
+  let rig: StreamRig | undefined;
+  let streamStart: { atMs: number; endMs: number } | undefined;
+  let streamPausedMax = 0;
   const ids = cluster.regions.map((r) => r.id);
   const policies = loadPolicies(cluster.policiesPath, ids);
   const keys: DemoKey[] = [MAIN_KEY, ...SIDE_KEYS].map((k) => {
@@ -102,6 +149,17 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   let interrupted = false;
   try {
     if (o.signal?.aborted) throw new Interrupted();
+    if (withStream) {
+      rig = await (o.startStream ?? startStreamRig)({
+        regions: cluster.regions.map((r) => ({ id: r.id, redis: r.redis })),
+        policies,
+        tenant: main.tenant,
+        originMs: origin,
+      });
+      write(
+        `stream servers up in ${ids.length} regions: ${rig.tenant}/${rig.resource} C = ${rig.limit.capacity} B, r = ${rig.limit.refillPerSecond} B/s; each client will offer ${rig.multiple}× r\n`,
+      );
+    }
     const sender = httpCheckSender(cluster.regions.map((r) => r.url));
     closeSender = sender.close;
     traffic = new TrafficGenerator({ regionIds: ids, keys, log, send: sender.send, now });
@@ -140,6 +198,26 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
         }),
         sent: traffic?.counters.sent ?? 0,
         shed: traffic?.counters.shed ?? 0,
+        ...(rig ? { stream: liveStream(rig, t) } : {}),
+      };
+    };
+    const liveStream = (r: StreamRig, t: number): LiveStream => {
+      const bps = recentStreamRates(r.records, ids.length, t);
+      const stats = r.stats();
+      const paused = stats.reduce((a, g) => a + g.paused, 0);
+      if (paused > streamPausedMax) streamPausedMax = paused;
+      return {
+        key: `${r.tenant}/${r.resource}`,
+        refillPerSecond: r.limit.refillPerSecond,
+        multiple: r.multiple,
+        active: streamStart !== undefined && t <= streamStart.endMs,
+        regions: stats.map((g, i) => ({
+          id: g.id,
+          bytesPerSec: bps[i] ?? 0,
+          paused: g.paused,
+          connections: g.connections,
+          clientBufferedBytes: g.clientBufferedBytes,
+        })),
       };
     };
     if (o.tty) write("\x1b[?25l");
@@ -159,6 +237,10 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
             ...SIDE_KEYS.map((k) => Object.fromEntries(ids.map((id) => [id, k.ratePerRegion]))),
           ];
           traffic?.setDemand(demand);
+          if (s.name === "stream" && rig) {
+            streamStart = { atMs, endMs: s.endMs };
+            rig.startClients(Math.max(0, s.endMs - atMs));
+          }
           if (!o.tty)
             write(`[${(atMs / 1000).toFixed(0).padStart(3)}s] scenario ${s.name}: ${s.description}\n`);
         },
@@ -201,6 +283,10 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     await poller?.stop();
     await closeSender?.();
     if (o.tty) write("\x1b[?25h\n");
+    if (rig) {
+      write("stopping the stream clients and servers…\n");
+      await rig.stop();
+    }
     write("stopping the cluster…\n");
     await cluster.stop();
   }
@@ -234,13 +320,33 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     const reached = shareReachedAfter(poller?.samples ?? [], hot, shift.startMs, shift.endMs);
     summary.push(utilizationLine(u, hot, main.refillPerSecond, reached));
   }
+  let streamVerdict: OracleVerdict | undefined;
+  if (rig) {
+    const adm = rig.records.map((f) => ({ sentMs: f.sentMs, answeredMs: f.answeredMs, cost: f.bytes }));
+    streamVerdict = checkGlobalBound(adm, rig.limit);
+    summary.push(...streamBoundLines(streamVerdict, 0));
+    if (streamStart && !interrupted) {
+      const len = streamStart.endMs - streamStart.atMs;
+      // Skip the first seconds: the burst C is spent then, and the figure is the sustained rate.
+      const sr = streamRate(
+        rig.records,
+        ids.length,
+        rig.limit.refillPerSecond,
+        streamStart.atMs,
+        streamStart.endMs,
+        Math.min(2000, len / 4),
+      );
+      summary.push(streamRateLine(sr, ids, rig.limit.refillPerSecond, rig.multiple));
+    } else if (!streamStart && !interrupted) summary.push("stream: the clients never started");
+    for (const e of rig.errors) summary.push(`stream client error: ${e}`);
+  }
   let errors = 0;
   for (const r of log.records()) if (r.outcome === OUTCOME.error) errors++;
   if (errors > 0)
     summary.push(
       `${errors} requests got no usable answer (timeouts or errors); the oracle cannot count them`,
     );
-  const ok = verdicts.every((v) => v.ok);
+  const ok = verdicts.every((v) => v.ok) && (streamVerdict?.ok ?? true);
   for (const line of summary) write(`${line}\n`);
 
   for (const f of flushes)
@@ -257,6 +363,19 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     durationMs: Math.max(o.durationMs, endMs),
     summary,
     ok,
+    ...(rig
+      ? {
+          stream: {
+            tenant: rig.tenant,
+            resource: rig.resource,
+            capacity: rig.limit.capacity,
+            refillPerSecond: rig.limit.refillPerSecond,
+            multiple: rig.multiple,
+            bucketMs: 1000,
+            ...withTimes(streamRateSeries(rig.records, ids.length, 0, endMs, 1000), 1000),
+          },
+        }
+      : {}),
     stats: {
       "requests sent": traffic?.counters.sent ?? 0,
       "requests recorded": log.size,
@@ -264,14 +383,24 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
       "no usable answer": errors,
       "admitted (main key)": mainVerdict.admitted,
       "sub-intervals checked (main key)": mainVerdict.intervalsChecked,
+      ...(rig
+        ? {
+            "stream bytes sent by the clients": rig.stats().reduce((a, g) => a + g.clientSentBytes, 0),
+            "stream bytes admitted": streamVerdict?.admitted ?? 0,
+            "stream frames admitted": rig.records.length,
+            "most stream connections paused at once (sampled)": streamPausedMax,
+            "sub-intervals checked (stream)": streamVerdict?.intervalsChecked ?? 0,
+          }
+        : {}),
     },
   });
-  const files = await writeReport(o.reportPath, data, log, keys, ids);
+  const files = await writeReport(o.reportPath, data, log, keys, ids, rig?.records);
   write(`report: ${files.htmlPath}\nseries: ${files.jsonPath}\n`);
   return {
     exitCode: !ok ? 1 : interrupted ? 130 : 0,
     ok,
     verdict: mainVerdict,
+    ...(streamVerdict ? { streamVerdict } : {}),
     summary,
     reportPath: files.htmlPath,
     jsonPath: files.jsonPath,
@@ -279,6 +408,11 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
 }
 
 class Interrupted extends Error {}
+
+/** Bucket start times for a [region][bucket] series that starts at 0. */
+function withTimes(rows: number[][], bucketMs: number): { tMs: number[]; bytesPerSec: number[][] } {
+  return { tMs: (rows[0] ?? []).map((_, j) => j * bucketMs), bytesPerSec: rows };
+}
 
 function buildReportData(a: {
   ids: readonly string[];
@@ -291,6 +425,7 @@ function buildReportData(a: {
   durationMs: number;
   summary: readonly string[];
   ok: boolean;
+  stream?: ReportData["stream"];
   stats: Record<string, number>;
 }): ReportData {
   const rates = rateSeries(a.log, 0, a.ids.length, 0, a.endMs, 1000);
@@ -325,6 +460,7 @@ function buildReportData(a: {
     },
     summary: a.summary,
     ok: a.ok,
+    ...(a.stream ? { stream: a.stream } : {}),
     stats: a.stats,
   };
 }

@@ -123,3 +123,86 @@ export function shareReachedAfter(
   }
   return null;
 }
+
+/**
+ * The stream tenant's verdict (exact oracle over the servers' per-frame
+ * admissions, bytes). Fixed wording, like the headline:
+ * `stream bound held: admitted X B ≤ bound Y B` or
+ * `stream bound VIOLATED: admitted X B > bound Y B`.
+ */
+export function streamBoundLines(v: OracleVerdict, originMs: number): string[] {
+  const w = v.worstInterval;
+  if (v.ok) {
+    const lines = [`stream bound held: admitted ${fmtCost(v.admitted)} B ≤ bound ${fmtBound(v.bound)} B`];
+    if (w)
+      lines.push(
+        `  tightest interval [${secs(w.startMs, originMs)}s, ${secs(w.endMs, originMs)}s]: admitted ${fmtCost(w.admitted)} B ≤ bound ${fmtBound(w.bound)} B (margin ${fmtBound(w.bound - w.admitted)} B; ${v.intervalsChecked} intervals checked)`,
+      );
+    return lines;
+  }
+  const adm = w ? w.admitted : v.admitted;
+  const bound = w ? w.bound : v.bound;
+  const lines = [`stream bound VIOLATED: admitted ${fmtCost(adm)} B > bound ${fmtBound(bound)} B`];
+  if (w)
+    lines.push(
+      `  worst interval [${secs(w.startMs, originMs)}s, ${secs(w.endMs, originMs)}s]: over by ${fmtCost(v.worstExcess)} B (whole run: admitted ${fmtCost(v.admitted)} B, bound ${fmtBound(v.bound)} B)`,
+    );
+  return lines;
+}
+
+export interface StreamRate {
+  /** Start of the streaming window and the measured part of it (after the burst), demo ms. */
+  readonly startMs: number;
+  readonly fromMs: number;
+  readonly toMs: number;
+  /** Streamed bytes/s, all regions, over [fromMs, toMs]. */
+  readonly bytesPerSec: number;
+  /** bytesPerSec ÷ r. */
+  readonly ratio: number;
+  /** Each region's part of the bytes in the window (sums to 1 when any). */
+  readonly regionFractions: readonly number[];
+}
+
+/**
+ * Streamed bytes/s of the tenant (all regions) once its burst C is spent,
+ * as a fraction of its byte rate r: deliveries in [startMs + skipMs, endMs].
+ */
+export function streamRate(
+  records: ReadonlyArray<{ region: number; answeredMs: number; bytes: number }>,
+  regionCount: number,
+  refillPerSecond: number,
+  startMs: number,
+  endMs: number,
+  skipMs: number,
+): StreamRate {
+  const from = Math.min(endMs, startMs + skipMs);
+  const per = new Array<number>(regionCount).fill(0);
+  let sum = 0;
+  for (const r of records) {
+    if (r.answeredMs < from || r.answeredMs > endMs) continue;
+    sum += r.bytes;
+    per[r.region] = (per[r.region] ?? 0) + r.bytes;
+  }
+  const spanS = (endMs - from) / 1000;
+  const perSec = spanS > 0 ? sum / spanS : 0;
+  return {
+    startMs,
+    fromMs: from,
+    toMs: endMs,
+    bytesPerSec: perSec,
+    ratio: refillPerSecond > 0 ? perSec / refillPerSecond : 0,
+    regionFractions: per.map((x) => (sum > 0 ? x / sum : 0)),
+  };
+}
+
+export function streamRateLine(
+  s: StreamRate,
+  regionIds: readonly string[],
+  refillPerSecond: number,
+  multiple: number,
+): string {
+  const parts = regionIds
+    .map((id, i) => `${id} ${((s.regionFractions[i] ?? 0) * 100).toFixed(0)}%`)
+    .join(", ");
+  return `stream rate: ${Math.round(s.bytesPerSec)} B/s of r = ${Math.round(refillPerSecond)} B/s = ${(s.ratio * 100).toFixed(1)}% while each of ${regionIds.length} clients offered ${multiple}× r (measured ${((s.toMs - s.fromMs) / 1000).toFixed(1)}s from ${((s.fromMs - s.startMs) / 1000).toFixed(1)}s after the start; ${parts})`;
+}

@@ -1,10 +1,10 @@
 // Shared shapes of the demo: what traffic targets, what a scenario asks for,
 // what the pollers sample. Pure data; every module of the demo speaks these.
 
-export type ScenarioName = "steady" | "shift" | "partition" | "state-loss";
+export type ScenarioName = "steady" | "shift" | "partition" | "state-loss" | "stream";
 
 /** The scenarios `--scenario all` walks, in order. */
-export const SCENARIOS: readonly ScenarioName[] = ["steady", "shift", "partition", "state-loss"];
+export const SCENARIOS: readonly ScenarioName[] = ["steady", "shift", "partition", "state-loss", "stream"];
 
 /** A (tenant, resource) key the demo sends traffic for. */
 export interface DemoKey {
