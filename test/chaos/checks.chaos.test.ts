@@ -7,6 +7,7 @@ import {
   checkShareSum,
   convergenceAfter,
   convergenceLateness,
+  quietFrom,
 } from "../../packages/cli/src/chaos/checks.js";
 import { FAULT_CLASS } from "../../packages/cli/src/chaos/faults.js";
 import type { QuotaSample } from "../../packages/cli/src/chaos/sampler.js";
@@ -63,6 +64,18 @@ describe("convergence", () => {
     expect(convergenceAfter(samples, 2, 100)).toBe(401);
     // Region 0 lost its state: its unshipped 10 is not expected back.
     expect(convergenceAfter(samples, 2, 100, new Set([0]))).toBe(211);
+  });
+
+  it("starts the clock after a later fault that overlapped the convergence window", () => {
+    // Healed at 1000, converged at 9000; a daemon was down 3000–8000 meanwhile.
+    expect(quietFrom(1000, 9000, [{ injectedMs: 3000, healedMs: 8000 }])).toBe(8000);
+    // A fault after the convergence, or healed before the heal, does not count.
+    expect(
+      quietFrom(1000, 9000, [
+        { injectedMs: 9500, healedMs: 9800 },
+        { injectedMs: 200, healedMs: 900 },
+      ]),
+    ).toBe(1000);
   });
 
   it("counts lateness from the reconnect, and converging before it is on time", () => {

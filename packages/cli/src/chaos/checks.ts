@@ -154,6 +154,23 @@ export function convergenceLateness(convergenceMs: number, linksUpMs: number | n
 }
 
 /**
+ * Where the convergence clock of a heal starts. Another fault active at some
+ * point between this heal and the convergence (say a daemon killed right
+ * after a partition healed) holds gossip back until it heals in turn, so the
+ * clock starts at the last such heal.
+ */
+export function quietFrom(
+  healedMs: number,
+  convergedAtMs: number,
+  others: ReadonlyArray<{ readonly injectedMs: number; readonly healedMs: number }>,
+): number {
+  let from = healedMs;
+  for (const g of others)
+    if (g.injectedMs <= convergedAtMs && g.healedMs > healedMs) from = Math.max(from, g.healedMs);
+  return from;
+}
+
+/**
  * When, after `eventMs`, every daemon first reported all its links up (each
  * by a status requested after the event). Null: not within the samples.
  */

@@ -25,7 +25,10 @@ export function scenarioLines(r: ScenarioResult): string[] {
   const lines = [head];
   for (const f of r.faults)
     lines.push(
-      `  ${f.label}: injected ${(f.injectedMs / 1000).toFixed(2)}s, healed ${(f.healedMs / 1000).toFixed(2)}s, links up ${ms(f.linksUpMs)}, converged ${ms(f.convergenceMs)} after the heal`,
+      `  ${f.label}: injected ${(f.injectedMs / 1000).toFixed(2)}s, healed ${(f.healedMs / 1000).toFixed(2)}s, links up ${ms(f.linksUpMs)}, converged ${ms(f.convergenceMs)} after the heal` +
+        (f.reconnectedAtMs === null || f.convergenceMs === null
+          ? ""
+          : ` (${ms(f.healedMs + f.convergenceMs - f.reconnectedAtMs)} after the daemons reconnected)`),
     );
   const lat = r.latency;
   lines.push(

@@ -15,6 +15,7 @@ import {
   checkShareSum,
   convergenceAfter,
   convergenceLateness,
+  quietFrom,
   latencyPercentiles,
   type FailClosedVerdict,
   linksUpAfter,
@@ -58,6 +59,12 @@ export interface FaultRecord {
   readonly healedMs: number;
   /** From the heal until every daemon saw all its links up. */
   readonly linksUpMs: number | null;
+  /**
+   * Client ms the 1 s convergence limit is counted from: the daemons
+   * reconnected after the heal, or after a later fault that overlapped the
+   * convergence window healed. Null when counters converged before that.
+   */
+  readonly reconnectedAtMs: number | null;
   /** From the heal until every region's counters reached what any surviving region knew at the heal. */
   readonly convergenceMs: number | null;
 }
@@ -202,22 +209,38 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
   const shares = checkShareSum(sampler.samples, ids.length, { maxSpreadMs: SHARE_PAIRING_MS });
   if (!shares.ok) failures.push(`Σ shares VIOLATED: max ${shares.maxSumPpm} ppm > 1000000`);
   if (shares.groupsChecked === 0) failures.push("Σ shares: no sample group close enough to check");
-  const faultRecords: FaultRecord[] = heals.map((f, i) => ({
-    kind: f.plan.kind,
-    label: f.fault.label,
-    region: f.plan.region,
-    injectedMs: f.injectedMs,
-    healStartMs: f.healStartMs,
-    healedMs: f.healedMs,
-    linksUpMs: m[i]?.linksUpMs ?? null,
-    convergenceMs: m[i]?.convergenceMs ?? null,
-  }));
+  const faultRecords: FaultRecord[] = heals.map((f, i) => {
+    const convergenceMs = m[i]?.convergenceMs ?? null;
+    let reconnectedAtMs: number | null = null;
+    if (convergenceMs !== null) {
+      const convergedAt = f.healedMs + convergenceMs;
+      const from = quietFrom(
+        f.healedMs,
+        convergedAt,
+        heals.filter((g) => g !== f),
+      );
+      const up = from < convergedAt ? linksUpAfter(sampler.links, ids.length, from) : null;
+      if (up !== null && from + up <= convergedAt) reconnectedAtMs = from + up;
+    }
+    return {
+      kind: f.plan.kind,
+      label: f.fault.label,
+      region: f.plan.region,
+      injectedMs: f.injectedMs,
+      healStartMs: f.healStartMs,
+      healedMs: f.healedMs,
+      linksUpMs: m[i]?.linksUpMs ?? null,
+      reconnectedAtMs,
+      convergenceMs,
+    };
+  });
   for (const r of faultRecords) {
     if (r.convergenceMs === null) {
       failures.push(`counters did not converge after: ${r.label}`);
       continue;
     }
-    const late = convergenceLateness(r.convergenceMs, r.linksUpMs);
+    const late =
+      r.reconnectedAtMs === null ? 0 : convergenceLateness(r.healedMs + r.convergenceMs, r.reconnectedAtMs);
     if (late > convergenceMaxMs)
       failures.push(
         `counters converged ${Math.round(late)} ms after the daemons reconnected (> ${convergenceMaxMs} ms): ${r.label}`,
