@@ -1,16 +1,69 @@
 -- check.lua: one admission decision for one key (every algorithm).
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z
+-- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 cost
--- Returns: {allowed 0|1, remaining (string), share, capacity (string), ratePerSecond (string),
---           recovering 0|1, nowUs, resetUs}
--- A denial writes only the denied counter and the change feed. The token
--- bucket path reads P:l / P:k only when the bucket is (re)created.
-local now = now_us()
+-- Returns: {allowed 0|1, remaining (integer or %.17g string), share, leased, recovering 0|1, nowUs,
+--           resetUs}
+-- The caller derives capacity (C·share/U − leased; windows C·base/U) and rate (R·share/U; windows 0)
+-- with the same double operations, so the script formats no more than it must.
+-- A denial writes only the denied counter and the change feed (plus, at most once per drain round
+-- or TTL period, keep()'s bookkeeping fields). The token bucket path reads P:l / P:k only when the
+-- bucket is (re)created.
+--
+-- Fast path (above the library: a decision that takes it builds none of lib.lua's closures): an
+-- existing token bucket of this marker and policy, no share-schedule change due by now (the first
+-- `sx` time is later), and no bookkeeping due (lib.lua keep(): TTLs recorded far enough ahead, key
+-- already in the change feed of this drain generation). Then settle() is one piece and keep() has
+-- nothing to do; the arithmetic below is settle()'s and store_bucket()'s, operation for operation
+-- (the model replay test covers both paths). Commands: TIME, MGET, HMGET, HSET, HINCRBY (a denial:
+-- no HSET). Anything else falls through to the general path with the same TIME.
+local t_ = redis.call('TIME')
+local now = tonumber(t_[1]) * 1000000 + tonumber(t_[2])
+if ARGV[2] == 'token_bucket' then
+  local g = redis.call('MGET', KEYS[1], KEYS[8])
+  local m = g[1]
+  local h = redis.call('HMGET', KEYS[3], 'tk', 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de')
+  local first = false
+  if h[6] and h[6] ~= '' then first = tonumber(string.match(h[6], '^[^,]+')) end
+  if m and h[3] == m and h[7] == ARGV[8] and h[8] and h[10] and h[9] == (g[2] or '0')
+    and tonumber(h[8]) - now >= tonumber(ARGV[11]) * 1000 and now < tonumber(h[10])
+    and (not first or first > now) then
+    local C, R, s, o = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(h[4]), tonumber(h[5])
+    local tk, ts = tonumber(h[1]), tonumber(h[2])
+    local dt = 0
+    if now > ts then dt = now - ts end
+    tk = math.min(C * s / 1000000 - o, tk + R * s / 1000000 * dt / 1000000)
+    if now > ts then ts = now end
+    local c = string.find(m, ':', 1, true)
+    local cost_str = ARGV[13]
+    local cost = tonumber(cost_str)
+    local allowed, kind = 0, 'd|'
+    if tk >= cost then
+      allowed, kind = 1, 'p|'
+      tk = tk - cost
+    end
+    local f = kind .. ARGV[1] .. '.' .. string.sub(m, 1, c - 1)
+    if #cost_str >= 16 or string.find(cost_str, '[^0-9]')
+      or type(redis.pcall('HINCRBY', KEYS[4], f, cost_str)) ~= 'number' then
+      redis.call('HINCRBYFLOAT', KEYS[4], f, cost_str)
+    end
+    if allowed == 1 then
+      local tsf = '%d'
+      if ts ~= math.floor(ts) then tsf = '%.17g' end
+      redis.call('HSET', KEYS[3], 'tk', string.format('%.17g', tk), 'ts', string.format(tsf, ts))
+    end
+    local rec = 0
+    if now < tonumber(string.sub(m, c + 1)) + tonumber(ARGV[10]) + 2 * tonumber(ARGV[9]) then rec = 1 end
+    local rtk = tk
+    if not (tk == math.floor(tk) and tk > -9e15 and tk < 9e15) then rtk = string.format('%.17g', tk) end
+    return { allowed, rtk, s, o, rec, now, 0 }
+  end
+end
+-- @lib
 local P = read_policy(ARGV, 1)
 local cost_str = ARGV[13]
 local cost = tonumber(cost_str)
-local marker = ensure_marker(KEYS[1], now)
+local marker, gen = ensure_marker(KEYS[1], KEYS[8], now)
 local id, born = marker_parts(marker)
 local region = ARGV[1]
 if P.rate_alg then
@@ -19,26 +72,26 @@ if P.rate_alg then
   if B.tk >= cost then
     allowed = 1
     B.tk = B.tk - cost
+    count(KEYS[4], 'p', region, id, cost_str)
     store_bucket(B, P)
-    count(KEYS[4], 'p', region, id, cost_str, P.ttl)
   else
-    count(KEYS[4], 'd', region, id, cost_str, P.ttl)
+    count(KEYS[4], 'd', region, id, cost_str)
   end
-  mark_dirty(KEYS[2], P.member, P.ttl)
+  keep(KEYS[3], KEYS[4], KEYS[2], P, now, gen, B.xe, B.dg, B.de, B.has, true)
   local rec = 0
   if B.recovering then rec = 1 end
-  return { allowed, fmt(B.tk), B.s, fmt(P.C * B.s / U - B.o), fmt(P.R * B.s / U), rec, now, 0 }
+  return { allowed, reply_num(B.tk), B.s, reply_num(B.o), rec, now, 0 }
 end
-local ok, rem, reset, commit = decide_window(KEYS[3], KEYS[7], P, marker, born, now, cost, cost_str)
+local ok, rem, reset, commit, bk = decide_window(KEYS[3], KEYS[7], P, marker, born, now, cost, cost_str)
 local allowed = 0
 if ok then
   allowed = 1
+  count(KEYS[4], 'p', region, id, cost_str)
   commit()
-  count(KEYS[4], 'p', region, id, cost_str, P.ttl)
 else
-  count(KEYS[4], 'd', region, id, cost_str, P.ttl)
+  count(KEYS[4], 'd', region, id, cost_str)
 end
-mark_dirty(KEYS[2], P.member, P.ttl)
+keep(KEYS[3], KEYS[4], KEYS[2], P, now, gen, bk[1], bk[2], bk[3], bk[4], true)
 local rec, share = 0, P.base
 if now < rec_end(born, P) then rec, share = 1, 0 end
-return { allowed, fmt(rem), share, fmt(P.C * P.base / U), '0', rec, now, reset }
+return { allowed, reply_num(rem), share, 0, rec, now, reset }

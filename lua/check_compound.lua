@@ -1,25 +1,26 @@
 -- check_compound.lua: several limits (distinct keys) admitted all-or-nothing.
--- KEYS: 1 gq:inc, 2 gq:dirty, then per item i (0-based) 5 keys at 3+5i: P:b, P:c, P:l, P:k, P:z
+-- KEYS: 1 gq:inc, 2 gq:dirty, 3 gq:dg, then per item i (0-based) 5 keys at 4+5i: P:b, P:c, P:l, P:k, P:z
 -- ARGV: 1 region, 2 itemCount, then per item i 12 values at 3+12i: algorithm, capacity,
 --       refillPerSecond, windowUs, baseShare, floorShare, policyVersion, epsilonUs, loanDurationUs,
 --       ttlMs, dirtyMember, cost
--- Returns: {allowed 0|1, failedIndex (0-based, -1 when allowed), nowUs, then per item 7 values:
---           allowed 0|1, remaining (string), share, capacity (string), ratePerSecond (string),
---           recovering 0|1, resetUs}
--- On denial every item's denied counter grows and nothing else is written.
+-- Returns: {allowed 0|1, failedIndex (0-based, -1 when allowed), nowUs, then per item 6 values:
+--           allowed 0|1, remaining (integer or %.17g string), share, leased, recovering 0|1, resetUs}
+-- (capacity and rate are derived by the caller, as for check.lua)
+-- On denial every item's denied counter grows and nothing else is written (but keep()'s
+-- bookkeeping, at most once per drain round or TTL period).
 local now = now_us()
 local region = ARGV[1]
 local n = tonumber(ARGV[2])
-local marker = ensure_marker(KEYS[1], now)
+local marker, gen = ensure_marker(KEYS[1], KEYS[3], now)
 local id, born = marker_parts(marker)
 local items = {}
 local failed = -1
 for i = 0, n - 1 do
-  local ko, ao = 3 + 5 * i, 2 + 12 * i
+  local ko, ao = 4 + 5 * i, 2 + 12 * i
   local P = read_policy(ARGV, ao)
   local cost_str = ARGV[ao + 12]
   local cost = tonumber(cost_str)
-  local it = { P = P, kc = KEYS[ko + 1], cost = cost, cost_str = cost_str }
+  local it = { P = P, kb = KEYS[ko], kc = KEYS[ko + 1], cost = cost, cost_str = cost_str }
   local rec = 0
   if now < rec_end(born, P) then rec = 1 end
   if P.rate_alg then
@@ -27,18 +28,20 @@ for i = 0, n - 1 do
     it.ok = B.tk >= cost
     local rem = B.tk
     if it.ok then rem = B.tk - cost end
-    it.out = { it.ok and 1 or 0, fmt(rem), B.s, fmt(P.C * B.s / U - B.o), fmt(P.R * B.s / U), rec, 0 }
+    it.out = { it.ok and 1 or 0, reply_num(rem), B.s, reply_num(B.o), rec, 0 }
+    it.bk = B
     it.commit = function()
       B.tk = B.tk - cost
       store_bucket(B, P)
     end
   else
-    local ok, rem, reset, commit = decide_window(KEYS[ko], KEYS[ko + 4], P, marker, born, now, cost, cost_str)
+    local ok, rem, reset, commit, bk = decide_window(KEYS[ko], KEYS[ko + 4], P, marker, born, now, cost, cost_str)
     local share = P.base
     if rec == 1 then share = 0 end
     it.ok = ok
     it.commit = commit
-    it.out = { ok and 1 or 0, fmt(rem), share, fmt(P.C * P.base / U), '0', rec, reset }
+    it.wbk = bk
+    it.out = { ok and 1 or 0, reply_num(rem), share, 0, rec, reset }
   end
   if not it.ok and failed < 0 then failed = i end
   items[#items + 1] = it
@@ -49,12 +52,18 @@ local reply = { allowed, failed, now }
 for i = 1, #items do
   local it = items[i]
   if allowed == 1 then
+    count(it.kc, 'p', region, id, it.cost_str)
     it.commit()
-    count(it.kc, 'p', region, id, it.cost_str, it.P.ttl)
   else
-    count(it.kc, 'd', region, id, it.cost_str, it.P.ttl)
+    count(it.kc, 'd', region, id, it.cost_str)
   end
-  mark_dirty(KEYS[2], it.P.member, it.P.ttl)
-  for j = 1, 7 do reply[#reply + 1] = it.out[j] end
+  if it.bk then
+    local B = it.bk
+    keep(it.kb, it.kc, KEYS[2], it.P, now, gen, B.xe, B.dg, B.de, B.has, true)
+  else
+    local bk = it.wbk
+    keep(it.kb, it.kc, KEYS[2], it.P, now, gen, bk[1], bk[2], bk[3], bk[4], true)
+  end
+  for j = 1, 6 do reply[#reply + 1] = it.out[j] end
 end
 return reply

@@ -1,6 +1,6 @@
 -- inspect.lua: read-only view of one key: the state settled to now (nothing is written; a missing
 -- marker is reported as a new incarnation born now, without creating it).
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z
+-- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember
 -- Returns: {nowUs, marker, recovering 0|1, share, remaining (string), capacity (string),

@@ -1,7 +1,7 @@
 -- lease_acquire.lua: hands up to `tokens` whole tokens of a token bucket to an in-process client.
 -- The leased tokens stay counted against the capacity (tokens + outstanding ≤ capacity) until
 -- released or expired; an expired lease counts as used (DESIGN §7, trap 5).
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z
+-- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 leaseId,
 --       14 tokens, 15 durationUs
@@ -9,7 +9,7 @@
 local now = now_us()
 local P = read_policy(ARGV, 1)
 local lease_id, want, dur = ARGV[13], tonumber(ARGV[14]), tonumber(ARGV[15])
-local marker = ensure_marker(KEYS[1], now)
+local marker, gen = ensure_marker(KEYS[1], KEYS[8], now)
 local id, born = marker_parts(marker)
 local B = load_bucket(KEYS[3], KEYS[5], KEYS[6], P, marker, born, now)
 local leases = ctx_leases(B)
@@ -20,7 +20,7 @@ if granted > 0 then
   B.tk = B.tk - granted
   leases[lease_id] = { g = granted, e = expiry }
   redis.call('HSET', KEYS[6], lease_id, fmt(granted) .. ':' .. fmt(expiry))
-  count(KEYS[4], 'p', ARGV[1], id, fmt(granted), P.ttl)
+  count(KEYS[4], 'p', ARGV[1], id, fmt(granted))
 end
 local maxe = 0
 for lid, l in pairs(leases) do
@@ -36,5 +36,5 @@ if maxe > 0 then
 end
 apply_share_change(B, P, now)
 store_bucket(B, P)
-mark_dirty(KEYS[2], P.member, P.ttl)
+keep(KEYS[3], KEYS[4], KEYS[2], P, now, gen, B.xe, B.dg, B.de, true, granted > 0)
 return { granted, expiry, now }

@@ -7,12 +7,32 @@
 --
 -- Per-key scripts share one layout:
 --   KEYS[1] gq:inc  KEYS[2] gq:dirty  KEYS[3] P:b  KEYS[4] P:c  KEYS[5] P:l  KEYS[6] P:k  KEYS[7] P:z
+--   KEYS[8] gq:dg
 --   ARGV[1] region  ARGV[2..12] policy (see read_policy)  ARGV[13..] script-specific
+--
+-- Cost matters here: the hot scripts (check, compound, refund, leases) run
+-- once per decision and Redis is single-threaded, so the common path avoids
+-- redis.call()s (TTL refresh and change feed only when due, see keep()),
+-- %.17g formatting of integers, and tables it does not need.
 
 local U = 1000000
 
 local function fmt(x)
   return string.format('%.17g', x)
+end
+
+-- Integral µs times (TIME, deadlines, expiries; all < 2^53): %d is exact and
+-- far cheaper than %.17g.
+local function fmt_int(x)
+  if x == math.floor(x) then return string.format('%d', x) end
+  return fmt(x)
+end
+
+-- A reply number: integral values go back as Redis integers (exact below
+-- 2^53, no formatting), the rest as %.17g strings (Redis would truncate).
+local function reply_num(x)
+  if x == math.floor(x) and x > -9e15 and x < 9e15 then return x end
+  return fmt(x)
 end
 
 local function now_us()
@@ -32,14 +52,17 @@ local function read_policy(a, off)
 end
 
 -- The incarnation marker `<id>:<bornUs>`; missing means state loss: a new
--- incarnation born now, in recovery until born + D + 2ε (DESIGN §4).
-local function ensure_marker(kinc, now)
-  local m = redis.call('GET', kinc)
+-- incarnation born now, in recovery until born + D + 2ε (DESIGN §4). Also
+-- returns the change feed's drain generation `gq:dg` (one MGET for both;
+-- '0' before the first drain).
+local function ensure_marker(kinc, kdg, now)
+  local r = redis.call('MGET', kinc, kdg)
+  local m = r[1]
   if not m then
     m = string.format('%d:%d', now, now)
     redis.call('SET', kinc, m)
   end
-  return m
+  return m, r[2] or '0'
 end
 
 local function marker_parts(m)
@@ -64,7 +87,8 @@ local function rate_of(P, s)
   return P.R * s / U
 end
 
--- Change feed for the gossip daemon; the set gets a TTL when a member is new.
+-- Change feed for the gossip daemon (scripts off the hot path: always SADD);
+-- the set gets a TTL when a member is new.
 local function mark_dirty(kd, member, ttl)
   if redis.call('SADD', kd, member) == 1 then
     redis.call('PEXPIRE', kd, ttl, 'NX')
@@ -72,9 +96,73 @@ local function mark_dirty(kd, member, ttl)
   end
 end
 
-local function count(kc, kind, region, id, amount_str, ttl)
-  redis.call('HINCRBYFLOAT', kc, kind .. '|' .. region .. '.' .. id, amount_str)
-  redis.call('PEXPIRE', kc, ttl)
+-- P:b and P:c always get TTL 2·ttl (never P.ttl alone): every PEXPIRE of
+-- either key then sets an expiry at least as late as any earlier one, so the
+-- record keep() trusts (`xe`) can never be shortened by another script.
+local function ttl2(P)
+  return 2 * P.ttl
+end
+
+-- Scripts off the hot path: refresh both TTLs unconditionally.
+local function touch(kb, kc, P)
+  redis.call('PEXPIRE', kb, ttl2(P))
+  redis.call('PEXPIRE', kc, ttl2(P))
+end
+
+-- Adds to an own CRDT counter. HINCRBY for a plain integer amount (cheaper:
+-- no long-double parse/format, replicated as is); HINCRBYFLOAT when the
+-- amount is fractional or the stored value is not an integer (a fractional
+-- cost happened, or a merge wrote e.g. 1e+21). Same sums as the model while
+-- they stay integers below 2^53. TTLs: keep() / touch().
+local function count(kc, kind, region, id, amount_str)
+  local f = kind .. '|' .. region .. '.' .. id
+  if #amount_str < 16 and not string.find(amount_str, '[^0-9]') then
+    if type(redis.pcall('HINCRBY', kc, f, amount_str)) == 'number' then return end
+  end
+  redis.call('HINCRBYFLOAT', kc, f, amount_str)
+end
+
+-- Hot-path bookkeeping of one key after a decision (TTLs and change feed;
+-- not modelled, it never changes a decision). P:b keeps three fields:
+--   xe: a lower bound (minus 1 s of slack for PEXPIRE's ms clock) of the
+--       expiry last set on BOTH P:b and P:c, recorded only by a script that
+--       wrote P:c (so both existed). While xe − now ≥ ttl, both keys still
+--       outlive this write by ≥ ttl = C/r + D + 3ε + 1 s (DESIGN §4) and the
+--       two PEXPIREs are skipped; otherwise both are set to 2·ttl, i.e. about
+--       once per ttl per active key instead of on every decision.
+--   dg, de: the drain generation `gq:dg` at this key's last SADD to
+--       gq:dirty, and a lower bound of gq:dirty's expiry then. While gq:dg is
+--       unchanged (no drain popped members since) and now < de (the set has
+--       not expired), the key is still a member, so the SADD is skipped: the
+--       change feed costs one SADD per key per drain round, not per decision.
+-- has_b: P:b holds state (written by this script or before), so the fields
+-- can be kept there; a denial on a missing bucket writes no P:b (it SADDs and
+-- refreshes every time, as before). counted: this script wrote P:c.
+local function keep(kb, kc, kd, P, now, gen, xe, dg, de, has_b, counted)
+  local nt = not counted or not xe or tonumber(xe) - now < P.ttl * 1000
+  local nd = dg ~= gen or not de or now >= tonumber(de)
+  if not nt and not nd then return end
+  if nt then
+    redis.call('PEXPIRE', kb, ttl2(P))
+    redis.call('PEXPIRE', kc, ttl2(P))
+  end
+  if nd then
+    redis.call('SADD', kd, P.member)
+    redis.call('PEXPIRE', kd, P.ttl, 'NX')
+    redis.call('PEXPIRE', kd, P.ttl, 'GT')
+  end
+  if not has_b then return end
+  local xe_new = fmt_int(now + (ttl2(P) - 1000) * 1000)
+  local de_new = fmt_int(now + (P.ttl - 1000) * 1000)
+  if nt and counted then
+    if nd then
+      redis.call('HSET', kb, 'xe', xe_new, 'dg', gen, 'de', de_new)
+    else
+      redis.call('HSET', kb, 'xe', xe_new)
+    end
+  elseif nd then
+    redis.call('HSET', kb, 'dg', gen, 'de', de_new)
+  end
 end
 
 ---------------------------------------------------------------- loan records
@@ -307,7 +395,8 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
   local vf = gcra and 'ta' or 'tk'
   local rend = rec_end(born, P)
   local B = { kb = kb, kl = kl, kk = kk, vf = vf, marker = marker, rend = rend, recovering = now < rend, i = 1 }
-  local h = redis.call('HMGET', kb, vf, 'ts', 'inc', 's', 'o', 'sx', 'pv')
+  local h = redis.call('HMGET', kb, vf, 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de')
+  B.xe, B.dg, B.de, B.has = h[8], h[9], h[10], h[2] ~= false
   if h[3] == marker and h[7] == P.pv then
     B.ts, B.s, B.o = tonumber(h[2]), tonumber(h[4]), tonumber(h[5])
     B.sx = decode_sx(h[6])
@@ -340,6 +429,7 @@ local function apply_share_change(B, P, now)
   if B.tk > cap then B.tk = cap end
 end
 
+-- Writes the bucket state; TTLs are the caller's (keep() or touch()).
 local function store_bucket(B, P)
   local v = B.tk
   if B.vf == 'ta' then
@@ -347,14 +437,14 @@ local function store_bucket(B, P)
     if rate > 0 then v = B.ts + (cap - B.tk) * 1000000 / rate else v = B.ts end
   end
   if B.rebuilt then
-    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt(B.ts), 's', fmt(B.s), 'o', fmt(B.o),
+    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts), 's', fmt(B.s), 'o', fmt(B.o),
       'sx', encode_sx(B.sx, B.i), 'inc', B.marker, 'pv', P.pv)
   elseif B.sched_dirty then
-    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt(B.ts), 's', fmt(B.s), 'o', fmt(B.o), 'sx', encode_sx(B.sx, B.i))
+    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts), 's', fmt(B.s), 'o', fmt(B.o), 'sx', encode_sx(B.sx, B.i))
   else
-    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt(B.ts))
+    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts))
   end
-  redis.call('PEXPIRE', B.kb, P.ttl)
+  B.has = true
 end
 
 ---------------------------------------------------------------- windows
@@ -368,13 +458,16 @@ local function log_cost(member)
 end
 
 -- Window decision (static base slice). Returns allowed, remaining, reset µs,
--- and a commit function that records the admission.
+-- a commit function that records the admission (TTL of P:b: the caller's
+-- keep()), and P:b's bookkeeping fields {xe, dg, de, has state}.
 local function decide_window(kb, kz, P, marker, born, now, cost, cost_str)
   local W = P.W
   local L = P.C * P.base / U
   local rend = rec_end(born, P)
   if P.alg == 'sliding_log' then
-    local same = redis.call('HGET', kb, 'inc') == marker
+    local hb = redis.call('HMGET', kb, 'inc', 'xe', 'dg', 'de')
+    local bk = { hb[2], hb[3], hb[4], hb[1] ~= false }
+    local same = hb[1] == marker
     local sum, first = 0, nil
     if same then
       local raw = redis.call('ZRANGEBYSCORE', kz, '(' .. fmt(now - W), '+inf', 'WITHSCORES')
@@ -386,7 +479,7 @@ local function decide_window(kb, kz, P, marker, born, now, cost, cost_str)
     local reset = 0
     if first then reset = first + W - now end
     if now < rend + W then
-      return false, 0, rend + W - now, nil
+      return false, 0, rend + W - now, nil, bk
     end
     local allowed = sum + cost <= L
     local after = sum
@@ -402,12 +495,13 @@ local function decide_window(kb, kz, P, marker, born, now, cost, cost_str)
       redis.call('ZADD', kz, now, q .. ':' .. cost_str)
       redis.call('ZREMRANGEBYSCORE', kz, '-inf', fmt(now - W))
       redis.call('PEXPIRE', kz, P.ttl)
-      redis.call('PEXPIRE', kb, P.ttl)
+      bk[4] = true
     end
-    return allowed, rem, reset, commit
+    return allowed, rem, reset, commit, bk
   end
   local k = math.floor(now / W)
-  local h = redis.call('HMGET', kb, 'inc', 'w', 'n', 'pn')
+  local h = redis.call('HMGET', kb, 'inc', 'w', 'n', 'pn', 'xe', 'dg', 'de')
+  local bk = { h[5], h[6], h[7], h[1] ~= false }
   local cur, prev = 0, 0
   if h[1] == marker then
     local w = tonumber(h[2])
@@ -419,7 +513,7 @@ local function decide_window(kb, kz, P, marker, born, now, cost, cost_str)
   end
   local reset = (k + 1) * W - now
   if overlaps_recovery(k * W, W, born, rend) then
-    return false, 0, reset, nil
+    return false, 0, reset, nil, bk
   end
   local used = cur
   if P.alg == 'sliding_window' then
@@ -433,9 +527,9 @@ local function decide_window(kb, kz, P, marker, born, now, cost, cost_str)
   if after < L then rem = L - after end
   local commit = function()
     redis.call('HSET', kb, 'inc', marker, 'w', fmt(k), 'n', fmt(cur + cost), 'pn', fmt(prev))
-    redis.call('PEXPIRE', kb, P.ttl)
+    bk[4] = true
   end
-  return allowed, rem, reset, commit
+  return allowed, rem, reset, commit, bk
 end
 
 -- Refund in a window: the count drops (≥ 0); the log loses cost from its

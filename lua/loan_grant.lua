@@ -2,7 +2,7 @@
 -- Refused while recovering (it may have forgotten loans), for window algorithms, to itself, and
 -- when the region would fall below its floor (borrowed units never count: trap 3). seq =
 -- max(now, last seq + 1), so it keeps increasing across a state loss. Settles first (trap 11).
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z
+-- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 borrower,
 --       14 units, 15 durationUs
@@ -11,7 +11,7 @@
 local now = now_us()
 local P = read_policy(ARGV, 1)
 local borrower, units, dur = ARGV[13], tonumber(ARGV[14]), tonumber(ARGV[15])
-local marker = ensure_marker(KEYS[1], now)
+local marker = ensure_marker(KEYS[1], KEYS[8], now)
 local _, born = marker_parts(marker)
 local function refuse(reason)
   return { 0, reason, 0, 0, 0, now }
@@ -46,6 +46,7 @@ stair[#stair + 1] = loan
 book.out[borrower] = stair
 apply_share_change(B, P, now)
 store_bucket(B, P)
+touch(KEYS[3], KEYS[4], P)
 write_book(KEYS[5], book, P, now)
 mark_dirty(KEYS[2], P.member, P.ttl)
 return { 1, '', units, loan.d, seq, now }

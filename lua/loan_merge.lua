@@ -1,7 +1,7 @@
 -- loan_merge.lua (borrower): merges what gossip brought for one key: loan records addressed to this
 -- region (each lender's highest seq wins; seq ≤ the returned seq is ignored: trap 12) and remote
 -- CRDT counter entries (max per field). A loan change settles the bucket first (trap 11).
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z
+-- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember,
 --       13 loanCount L, then L × (lender, units, deadlineUs, seq),
@@ -18,7 +18,7 @@ end
 local now = now_us()
 local P = read_policy(ARGV, 1)
 local self = ARGV[1]
-local marker = ensure_marker(KEYS[1], now)
+local marker = ensure_marker(KEYS[1], KEYS[8], now)
 local _, born = marker_parts(marker)
 local nl = tonumber(ARGV[13])
 local co = 14 + 4 * nl
@@ -40,7 +40,7 @@ if nc > 0 then
   end
   if #args > 0 then
     redis.call('HSET', KEYS[4], unpack(args))
-    redis.call('PEXPIRE', KEYS[4], P.ttl)
+    touch(KEYS[3], KEYS[4], P)
   end
 end
 local changed = 0
@@ -75,6 +75,7 @@ if nl > 0 then
       drop_lapsed(book, now, P.eps)
       apply_share_change(B, P, now)
       store_bucket(B, P)
+      touch(KEYS[3], KEYS[4], P)
     end
     write_book(KEYS[5], book, P, now)
   end

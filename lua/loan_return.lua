@@ -1,14 +1,14 @@
 -- loan_return.lua (borrower): returns early the loan held from `lender`: settles, stops using it
 -- now and remembers its seq (r|lender) so that a late or duplicated copy is never used again
 -- (trap 12). The caller makes this durable (WAIT) and only then tells the lender.
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z
+-- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 lender
 -- Returns: {returnedSeq (0: nothing held), nowUs}
 local now = now_us()
 local P = read_policy(ARGV, 1)
 local lender = ARGV[13]
-local marker = ensure_marker(KEYS[1], now)
+local marker = ensure_marker(KEYS[1], KEYS[8], now)
 local _, born = marker_parts(marker)
 local book = read_book(KEYS[5])
 local l = book.recv[lender]
@@ -23,6 +23,7 @@ book.ret[lender] = l.s
 if B then
   apply_share_change(B, P, now)
   store_bucket(B, P)
+  touch(KEYS[3], KEYS[4], P)
 end
 write_book(KEYS[5], book, P, now)
 mark_dirty(KEYS[2], P.member, P.ttl)

@@ -2,7 +2,12 @@
 import { type RedisServer, startRedis } from "@geoquota/testkit";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRedisStore, initFreshRegion, type RedisRegionStore } from "../src/redis/index.js";
+import {
+  createGossipStore,
+  createRedisStore,
+  initFreshRegion,
+  type RedisRegionStore,
+} from "../src/redis/index.js";
 import { policy, sleep, TIMING } from "./redis-helpers.js";
 
 let server: RedisServer;
@@ -42,6 +47,7 @@ describe("atomicity", () => {
     const before = await redis.hgetall(`gq:{${p.tenant}}:api:b`);
     const d = await store.check(p, 1);
     expect(d.allowed).toBe(false);
+    // Not even the bookkeeping fields: the admission just before already recorded them.
     expect(await redis.hgetall(`gq:{${p.tenant}}:api:b`)).toEqual(before);
     const c = await redis.hgetall(`gq:{${p.tenant}}:api:c`);
     const marker = (await redis.get("gq:inc"))!;
@@ -50,16 +56,74 @@ describe("atomicity", () => {
     expect(await redis.sismember("gq:dirty", `${p.tenant}|api`)).toBe(1);
   });
 
-  it("every key gets a TTL", async () => {
+  it("every key gets a TTL: between ttl and 2·ttl, refreshed only when it would fall below ttl", async () => {
     const p = policy({ capacity: 10, refillPerSecond: 10 });
+    // ttl = C/r + D + 3ε + 1 s = 1000 + 3000 + 750 + 1000 ms; the scripts set 2·ttl.
+    const ttl = 5_750;
+    const keys = ["b", "c"].map((k) => `gq:{${p.tenant}}:api:${k}`);
     await store.check(p, 1);
-    for (const k of ["b", "c"]) {
-      const ttl = await redis.pttl(`gq:{${p.tenant}}:api:${k}`);
-      // C/r + D + 3ε + 1 s = 1000 + 3000 + 750 + 1000 ms
-      expect(ttl).toBeGreaterThan(5_000);
-      expect(ttl).toBeLessThanOrEqual(5_750);
+    for (const k of keys) {
+      const t = await redis.pttl(k);
+      expect(t).toBeGreaterThan(2 * ttl - 500);
+      expect(t).toBeLessThanOrEqual(2 * ttl);
     }
     expect(await redis.pttl("gq:dirty")).toBeGreaterThan(0);
+    // Far from due: the next check leaves the expiries alone (no PEXPIRE).
+    await redis.pexpire(keys[0]!, 2 * ttl - 2_000);
+    await redis.pexpire(keys[1]!, 2 * ttl - 2_000);
+    await store.check(p, 1);
+    for (const k of keys) expect(await redis.pttl(k)).toBeLessThanOrEqual(2 * ttl - 2_000);
+    // Due (the recorded expiry leaves < ttl): both keys are refreshed to 2·ttl.
+    const b = keys[0]!;
+    const xe = Number(await redis.hget(b, "xe"));
+    await redis.hset(b, "xe", String(xe - (ttl + 1_000) * 1000));
+    await store.check(p, 1);
+    for (const k of keys) expect(await redis.pttl(k)).toBeGreaterThan(2 * ttl - 500);
+    // The recorded expiry never claims more than the real one (1 s of slack).
+    const [sec, us] = await redis.time();
+    const nowUs = Number(sec) * 1e6 + Number(us);
+    const claim = Number(await redis.hget(b, "xe"));
+    for (const k of keys) expect(nowUs + (await redis.pttl(k)) * 1000).toBeGreaterThan(claim);
+  });
+
+  it("change feed: one SADD per key per drain round; a drain makes the next change mark the key again", async () => {
+    const gossip = createGossipStore({ redis, region: "eu", timing: TIMING });
+    const p = policy({ capacity: 100, refillPerSecond: 100 });
+    const member = `${p.tenant}|api`;
+    await store.check(p, 1);
+    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+    // Until the next drain the key does not SADD again (observed by removing it by hand).
+    await redis.srem("gq:dirty", member);
+    await store.check(p, 1);
+    expect(await redis.sismember("gq:dirty", member)).toBe(0);
+    await store.check(p, 1);
+    await gossip.drainDirty(10_000);
+    expect(await redis.sismember("gq:dirty", member)).toBe(0);
+    // After the drain: the next check (and a denial too) marks it again.
+    await store.check(p, 1);
+    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+    await gossip.drainDirty(10_000);
+    expect((await store.check(p, 1_000)).allowed).toBe(false);
+    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+    // A refund and a compound check use the same bookkeeping.
+    await gossip.drainDirty(10_000);
+    await store.refund(p, 1);
+    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+    await gossip.drainDirty(10_000);
+    await store.checkCompound([{ policy: p, cost: 1 }]);
+    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+  });
+
+  it("change feed: a key marks itself again once the set's TTL it relied on has passed", async () => {
+    const p = policy({ capacity: 100, refillPerSecond: 100 });
+    const member = `${p.tenant}|api`;
+    const b = `gq:{${p.tenant}}:api:b`;
+    await store.check(p, 1);
+    await redis.srem("gq:dirty", member);
+    // As if gq:dirty had expired: the recorded bound `de` is in the past.
+    await redis.hset(b, "de", "1");
+    await store.check(p, 1);
+    expect(await redis.sismember("gq:dirty", member)).toBe(1);
   });
 
   it("fractional costs", async () => {

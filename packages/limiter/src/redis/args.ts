@@ -3,10 +3,10 @@
 import { type KeyLimit, policyVersion } from "@geoquota/lease";
 import type { KeyPolicy, LeaseTiming } from "../types.js";
 import { RedisStoreError } from "./errors.js";
-import { assertName, DIRTY_KEY, dirtyMember, keyNames, MARKER_KEY } from "./keys.js";
+import { assertName, DIRTY_KEY, DRAIN_GEN_KEY, dirtyMember, keyNames, MARKER_KEY } from "./keys.js";
 
 export interface KeyArgs {
-  /** gq:inc, gq:dirty, P:b, P:c, P:l, P:k, P:z */
+  /** gq:inc, gq:dirty, P:b, P:c, P:l, P:k, P:z, gq:dg */
   readonly keys: readonly string[];
   /** The five per-key names (compound check). */
   readonly itemKeys: readonly string[];
@@ -68,7 +68,7 @@ function keyArgs(policy: KeyPolicy, timing: LeaseTiming, cache: WeakMap<KeyPolic
   const item = keyNames(policy.tenant, policy.resource);
   const ttl = ttlMs(policy, timing);
   const out: KeyArgs = {
-    keys: [MARKER_KEY, DIRTY_KEY, ...item],
+    keys: [MARKER_KEY, DIRTY_KEY, ...item, DRAIN_GEN_KEY],
     itemKeys: item,
     policyArgv: [
       l.algorithm,

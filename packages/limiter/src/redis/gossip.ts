@@ -5,7 +5,7 @@ import type { KeyPolicy, LeaseTiming, LoanRecord } from "../types.js";
 import { type KeyArgs, keyArgsBuilder } from "./args.js";
 import { num, str } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
-import { assertName, DIRTY_KEY, parseDirtyMember } from "./keys.js";
+import { assertName, DIRTY_KEY, DRAIN_GEN_KEY, parseDirtyMember } from "./keys.js";
 import { durabilityWaiter, ensureIncarnation } from "./replication.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
 import { inspectKey, type KeyStateView } from "./store.js";
@@ -149,7 +149,7 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
       if (!Number.isInteger(max) || max < 1 || max > MAX_DRAIN) {
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `drain max ${max}`);
       }
-      const r = await scripts.call("drainDirty", [DIRTY_KEY], [max]);
+      const r = await scripts.call("drainDirty", [DIRTY_KEY, DRAIN_GEN_KEY], [max]);
       const members = Array.isArray(r[1]) ? r[1].map((m) => parseDirtyMember(str(m, "member"))) : [];
       return { nowUs: num(r[0], "now"), keys: members };
     },

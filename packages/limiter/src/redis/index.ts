@@ -3,7 +3,7 @@ export { ttlMs } from "./args.js";
 export { type RedisStoreErrorCode, RedisStoreError, RedisStoreErrors } from "./errors.js";
 export { createGossipStore, type GossipStore, type GossipStoreOptions, type GrantResult } from "./gossip.js";
 export { parseHeader, type ScriptHeader } from "./header.js";
-export { DIRTY_KEY, dirtyMember, keyNames, MARKER_KEY, REPLID_KEY } from "./keys.js";
+export { DIRTY_KEY, DRAIN_GEN_KEY, dirtyMember, keyNames, MARKER_KEY, REPLID_KEY } from "./keys.js";
 export {
   checkPrimary,
   durabilityWaiter,

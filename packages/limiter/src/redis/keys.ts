@@ -1,11 +1,13 @@
 // Key schema of docs/internals.md. Every per-key name carries the `{tenant}`
-// hash tag; `gq:inc`, `gq:rid` and `gq:dirty` are global (a documented
+// hash tag; `gq:inc`, `gq:rid`, `gq:dirty` and `gq:dg` are global (a documented
 // limitation: no Redis Cluster in this version).
 import { RedisStoreError } from "./errors.js";
 
 export const MARKER_KEY = "gq:inc";
 export const REPLID_KEY = "gq:rid";
 export const DIRTY_KEY = "gq:dirty";
+/** The change feed's drain generation (lua/drain_dirty.lua, lib.lua keep()). */
+export const DRAIN_GEN_KEY = "gq:dg";
 
 const NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 

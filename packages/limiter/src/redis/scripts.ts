@@ -29,6 +29,23 @@ export function assertSpecMatchesHeader(name: string, spec: ScriptSpec, source: 
     throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name}: ${problems.join("; ")}`);
 }
 
+/** The line a script may contain to place the library there instead of after its first line. */
+export const LIB_MARKER = "-- @lib";
+
+/**
+ * Library + script. The library goes where the script has a `-- @lib` line,
+ * so a fast path above it runs without instantiating the library (Redis runs
+ * the whole chunk per call: every `local function` of lib.lua is a closure
+ * built on every call, measurable on the hot path). Otherwise it goes after the
+ * script's first line, so SCRIPT/SLOWLOG output still names the script.
+ */
+export function assemble(body: string, lib: string): string {
+  const lines = body.split("\n");
+  const at = lines.indexOf(LIB_MARKER);
+  if (at >= 0) return [...lines.slice(0, at), lib, ...lines.slice(at + 1)].join("\n");
+  return `${body.slice(0, body.indexOf("\n"))}\n${lib}\n${body}`;
+}
+
 let cachedSources: Map<ScriptName, string> | undefined;
 
 /** Script texts as sent to Redis (library + script), validated once per process. */
@@ -39,8 +56,7 @@ export function scriptSources(): Map<ScriptName, string> {
   for (const [name, spec] of Object.entries(SCRIPTS) as [ScriptName, ScriptSpec][]) {
     const body = luaSource(spec.file);
     assertSpecMatchesHeader(name, spec, body);
-    // The script's own header first, so SCRIPT/SLOWLOG output names it.
-    out.set(name, `${body.slice(0, body.indexOf("\n"))}\n${lib}\n${body}`);
+    out.set(name, assemble(body, lib));
   }
   cachedSources = out;
   return out;

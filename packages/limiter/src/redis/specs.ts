@@ -2,8 +2,8 @@
 // these lists with the `-- KEYS:` / `-- ARGV:` blocks of lua/*.lua at load
 // time and in a test, so the bindings cannot drift from the scripts.
 
-/** Per-key scripts: the 7 keys and the 12 leading arguments they all share. */
-export const KEY_SCRIPT_KEYS = ["gq:inc", "gq:dirty", "P:b", "P:c", "P:l", "P:k", "P:z"] as const;
+/** Per-key scripts: the 8 keys and the 12 leading arguments they all share. */
+export const KEY_SCRIPT_KEYS = ["gq:inc", "gq:dirty", "P:b", "P:c", "P:l", "P:k", "P:z", "gq:dg"] as const;
 export const POLICY_ARGV = [
   "algorithm",
   "capacity",
@@ -42,7 +42,7 @@ export const SCRIPTS = {
   refund: keyScript("refund.lua", ["cost"]),
   checkCompound: {
     file: "check_compound.lua",
-    keys: ["gq:inc", "gq:dirty"],
+    keys: ["gq:inc", "gq:dirty", "gq:dg"],
     argv: ["region", "itemCount"],
     itemKeys: ["P:b", "P:c", "P:l", "P:k", "P:z"],
     itemArgv: [...POLICY_ARGV, "cost"],
@@ -54,7 +54,7 @@ export const SCRIPTS = {
   loanReturn: keyScript("loan_return.lua", ["lender"]),
   loanReturnReceived: keyScript("loan_return_received.lua", ["borrower", "seq"]),
   inspect: keyScript("inspect.lua", []),
-  drainDirty: { file: "drain_dirty.lua", keys: ["gq:dirty"], argv: ["max"] },
+  drainDirty: { file: "drain_dirty.lua", keys: ["gq:dirty", "gq:dg"], argv: ["max"] },
   regionInit: { file: "region_init.lua", keys: ["gq:inc", "gq:rid"], argv: ["mode", "replid"] },
 } as const satisfies Record<string, ScriptSpec>;
 

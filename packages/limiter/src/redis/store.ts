@@ -55,7 +55,15 @@ export interface RedisRegionStore extends RegionStore {
 
 const MAX_LEASE_TOKENS = 1_000_000;
 
-/** Maps a decision reply (7 values from `off`, plus the cost asked). */
+const U = 1_000_000;
+
+/**
+ * Maps a decision reply (6 values from `off`: allowed, remaining, share,
+ * leased, recovering, resetUs; plus the cost asked). Capacity and rate are
+ * derived here rather than formatted by the script (cheaper for Redis), with
+ * the script's (and the model's) double operations in the same order:
+ * rate algorithms C·s/U − leased and R·s/U, windows C·base/U and 0.
+ */
 export function toDecision(
   policy: KeyPolicy,
   r: readonly unknown[],
@@ -66,10 +74,13 @@ export function toDecision(
   const allowed = num(r[off], "allowed") === 1;
   const tokens = num(r[off + 1], "remaining");
   const share = num(r[off + 2], "share");
-  const capacity = num(r[off + 3], "capacity");
-  const rate = num(r[off + 4], "rate");
-  const recovering = num(r[off + 5], "recovering") === 1;
-  const resetUs = num(r[off + 6], "resetUs");
+  const leased = num(r[off + 3], "leased");
+  const recovering = num(r[off + 4], "recovering") === 1;
+  const resetUs = num(r[off + 5], "resetUs");
+  const l = policy.limit;
+  const rateAlg = l.algorithm === "token_bucket" || l.algorithm === "gcra";
+  const capacity = rateAlg ? (l.capacity * share) / U - leased : (l.capacity * policy.baseShare) / U;
+  const rate = rateAlg ? (l.refillPerSecond * share) / U : 0;
   const remaining = tokens > 0 ? tokens : 0;
   let resetSeconds: number;
   let retryAfterSeconds: number;
@@ -112,8 +123,8 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     assertCost(cost);
     const a = args(policy);
     const r = await scripts.call(name, a.keys, [region, ...a.policyArgv, String(cost)]);
-    const nowUs = num(r[6], "now");
-    return toDecision(policy, [r[0], r[1], r[2], r[3], r[4], r[5], r[7]], 0, nowUs, cost);
+    const nowUs = num(r[5], "now");
+    return toDecision(policy, [r[0], r[1], r[2], r[3], r[4], r[6]], 0, nowUs, cost);
   };
 
   return {
@@ -131,14 +142,14 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
         const id = `${it.policy.tenant}\u0000${it.policy.resource}`;
         if (seen.has(id)) throw new RedisStoreError("GQ_ERR_COMPOUND_DUPLICATE", id.replace("\u0000", "/"));
         seen.add(id);
-        if (keys.length === 0) keys.push(a.keys[0] as string, a.keys[1] as string);
+        if (keys.length === 0) keys.push(a.keys[0] as string, a.keys[1] as string, a.keys[7] as string);
         keys.push(...a.itemKeys);
         argv.push(...a.policyArgv, String(it.cost));
       }
       if (items.length === 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", "empty compound check");
       const r = await scripts.call("checkCompound", keys, argv);
       const nowUs = num(r[2], "now");
-      const parts = items.map((it, i) => toDecision(it.policy, r, 3 + 7 * i, nowUs, it.cost));
+      const parts = items.map((it, i) => toDecision(it.policy, r, 3 + 6 * i, nowUs, it.cost));
       return { allowed: num(r[0], "allowed") === 1, failedIndex: num(r[1], "failed"), parts, nowUs };
     },
 
