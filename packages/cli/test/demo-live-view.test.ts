@@ -98,24 +98,46 @@ describe("live view", () => {
     multiple: 10,
     active: true,
     regions: [
-      { id: "us-east", bytesPerSec: 90_112, paused: 1, connections: 1, clientBufferedBytes: 4 * 1024 * 1024 },
-      { id: "eu-west", bytesPerSec: 86_016, paused: 0, connections: 1, clientBufferedBytes: 1536 },
-      { id: "ap-south", bytesPerSec: 86_016, paused: 1, connections: 1, clientBufferedBytes: 0 },
+      {
+        id: "us-east",
+        bytesPerSec: 90_112,
+        paused: 1,
+        connections: 1,
+        clientBufferedBytes: 4 * 1024 * 1024,
+        sharePpm: 340_000,
+      },
+      {
+        id: "eu-west",
+        bytesPerSec: 86_016,
+        paused: 0,
+        connections: 1,
+        clientBufferedBytes: 1536,
+        sharePpm: 330_000,
+      },
+      {
+        id: "ap-south",
+        bytesPerSec: 86_016,
+        paused: 1,
+        connections: 1,
+        clientBufferedBytes: 0,
+        sharePpm: null,
+      },
     ],
   };
 
   it("shows the stream tenant: bytes/s per region against r, paused connections, held-back bytes", () => {
     const f = renderFrame({ ...state, scenario: "stream", stream }, false);
     expect(f).toContain("stream cust_ent_9942/stream_bytes  (r = 256.0 KiB/s, clients offer 10× r)");
-    expect(f).toMatch(/us-east\s+█{8}\S*·+\s+88\.0\s+1\/1\s+4\.0 MiB/);
-    expect(f).toMatch(/eu-west\s+\S+\s+84\.0\s+0\/1\s+1\.5 KiB/);
+    expect(f).toMatch(/us-east\s+█{8}\S*·+\s+88\.0\s+34\.0%\s+1\/1\s+4\.0 MiB/);
+    expect(f).toMatch(/eu-west\s+\S+\s+84\.0\s+33\.0%\s+0\/1\s+1\.5 KiB/);
+    expect(f).toMatch(/ap-south\s+\S+\s+84\.0\s+\?\s+1\/1\s+0 B/);
     expect(f).toMatch(/^all\s+█{24}\s+256\.0 {2}= 100% of r$/m);
     for (const line of f.split("\n")) expect([...line].length).toBeLessThanOrEqual(80);
     expect(renderFrame({ ...state, stream: { ...stream, active: false } }, false)).toMatch(/10× r\) idle/);
     expect(renderFrame(state, false)).not.toContain("stream");
     const l = renderLine({ ...state, stream });
     expect(l).toContain(
-      "| stream us-east=88KiB/s paused=1/1 eu-west=84KiB/s paused=0/1 ap-south=84KiB/s paused=1/1 all=256KiB/s of r=256KiB/s",
+      "| stream us-east=88KiB/s share=34.0% paused=1/1 eu-west=84KiB/s share=33.0% paused=0/1 ap-south=84KiB/s share=? paused=1/1 all=256KiB/s of r=256KiB/s",
     );
     expect(l.split("\n")).toHaveLength(2);
     expect(renderLine({ ...state, stream: { ...stream, active: false } })).not.toContain("stream");

@@ -210,7 +210,7 @@ describe("runDemo against a fake cluster", () => {
     expect(out).toMatch(
       /^stream rate: \d+ B\/s of r = 65536 B\/s = [\d.]+% while each of 3 clients offered 10× r/m,
     );
-    expect(out).toMatch(/^\[ {2}\d+s\] stream \| .* \| stream us-east=\d+KiB\/s paused=1\/1 /m);
+    expect(out).toMatch(/^\[ {2}\d+s\] stream \| .* \| stream us-east=\d+KiB\/s share=[\d.]+% paused=1\/1 /m);
     const html = readFileSync(r.reportPath, "utf8");
     expect(html).toContain("Streamed KiB/s per region");
     expect(html).toContain("stream bound held");

@@ -155,7 +155,9 @@ describe("geoquota demo (real cluster)", () => {
     expect(Number(rate![3])).toBeLessThanOrEqual(110);
     expect(Number(rate![3])).toBeGreaterThan(30);
     // The live line shows streamed bytes/s and paused connections per region.
-    expect(out).toMatch(/^\[ {2}\d+s\] stream \| .* \| stream us-east=\d+KiB\/s paused=\d\/\d eu-west=/m);
+    expect(out).toMatch(
+      /^\[ {2}\d+s\] stream \| .* \| stream us-east=\d+KiB\/s share=[\d.?]+%? paused=\d\/\d eu-west=/m,
+    );
     const html = readFileSync(report, "utf8");
     expect(html).toContain("stream bound held");
     expect(html).toContain("Streamed KiB/s per region");

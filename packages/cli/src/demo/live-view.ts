@@ -27,6 +27,8 @@ export interface LiveStreamRegion {
   readonly connections: number;
   /** What the region's flood client holds back (its writes stalled), bytes. */
   readonly clientBufferedBytes: number;
+  /** The region's share of the stream key (its slice of r), ppm; null when unknown. */
+  readonly sharePpm: number | null;
 }
 
 /** The stream tenant's part of the view (present when the run has a stream scenario). */
@@ -89,6 +91,10 @@ export function fmtBytes(b: number): string {
   return `${Math.round(b)} B`;
 }
 
+function pct(ppm: number | null): string {
+  return ppm === null ? "?" : `${(ppm / 10_000).toFixed(1)}%`;
+}
+
 function streamLines(st: LiveStream, color: boolean): string[] {
   const lines: string[] = [];
   const r = st.refillPerSecond;
@@ -99,12 +105,12 @@ function streamLines(st: LiveStream, color: boolean): string[] {
     ),
   );
   lines.push(
-    `${pad("region", 10)} ${pad("streamed, of r", 24)} ${"KiB/s".padStart(8)} ${"paused".padStart(7)}  ${"client held back".padStart(16)}`,
+    `${pad("region", 10)} ${pad("streamed, of r", 24)} ${"KiB/s".padStart(8)} ${"share".padStart(6)} ${"paused".padStart(7)}  ${"client held back".padStart(16)}`,
   );
   for (const g of st.regions) {
     const pausedCell = `${g.paused}/${g.connections}`.padStart(7);
     lines.push(
-      `${pad(g.id, 10)} ${bar(r > 0 ? g.bytesPerSec / r : 0, 24)} ${style.green((g.bytesPerSec / 1024).toFixed(1).padStart(8), color)} ${g.paused > 0 ? style.yellow(pausedCell, color) : pausedCell}  ${fmtBytes(g.clientBufferedBytes).padStart(16)}`,
+      `${pad(g.id, 10)} ${bar(r > 0 ? g.bytesPerSec / r : 0, 24)} ${style.green((g.bytesPerSec / 1024).toFixed(1).padStart(8), color)} ${pct(g.sharePpm).padStart(6)} ${g.paused > 0 ? style.yellow(pausedCell, color) : pausedCell}  ${fmtBytes(g.clientBufferedBytes).padStart(16)}`,
     );
   }
   const total = st.regions.reduce((a, g) => a + g.bytesPerSec, 0);
@@ -192,7 +198,7 @@ export function renderLine(s: LiveState): string {
   const st = s.stream;
   const stream =
     st?.active === true
-      ? ` | stream ${st.regions.map((g) => `${g.id}=${(g.bytesPerSec / 1024).toFixed(0)}KiB/s paused=${g.paused}/${g.connections}`).join(" ")} all=${(st.regions.reduce((a, g) => a + g.bytesPerSec, 0) / 1024).toFixed(0)}KiB/s of r=${(st.refillPerSecond / 1024).toFixed(0)}KiB/s`
+      ? ` | stream ${st.regions.map((g) => `${g.id}=${(g.bytesPerSec / 1024).toFixed(0)}KiB/s share=${pct(g.sharePpm)} paused=${g.paused}/${g.connections}`).join(" ")} all=${(st.regions.reduce((a, g) => a + g.bytesPerSec, 0) / 1024).toFixed(0)}KiB/s of r=${(st.refillPerSecond / 1024).toFixed(0)}KiB/s`
       : "";
   return `[${(s.elapsedMs / 1000).toFixed(0).padStart(3)}s] ${s.scenario}${s.fault ? ` (${s.fault})` : ""} | ${shares} | admitted ${s.admitted} of bound ${s.bound.toFixed(1)} | lag ${lags}${stream}\n`;
 }

@@ -109,6 +109,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   }
   let traffic: TrafficGenerator | undefined;
   let poller: ClusterPoller | undefined;
+  let streamPoller: ClusterPoller | undefined;
   let viewTimer: NodeJS.Timeout | undefined;
   let closeSender: (() => Promise<void>) | undefined;
   let rig: StreamRig | undefined;
@@ -165,12 +166,21 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     traffic = new TrafficGenerator({ regionIds: ids, keys, log, send: sender.send, now });
     poller = new ClusterPoller(cluster.regions, main.tenant, main.resource, now);
     poller.start();
+    if (rig) {
+      // The stream key's shares too (the slices its leases come from), once a second.
+      streamPoller = new ClusterPoller(cluster.regions, rig.tenant, rig.resource, now, { intervalMs: 1000 });
+      streamPoller.start();
+    }
     const liveState = (): LiveState => {
       const t = now();
       const rates = recentRates(log, 0, ids.length, t);
       const latest = poller?.latest;
       const so = admittedSoFar(log, 0, main);
-      const activeFault = faults.find((f) => f.endMs === Number.POSITIVE_INFINITY);
+      // A fault still open (a state-loss window ends only once recovery is measured,
+      // after the run) is shown during its own scenario, not the ones after it.
+      const activeFault = faults.find(
+        (f) => f.endMs === Number.POSITIVE_INFINITY && f.startMs >= (current?.startMs ?? 0),
+      );
       return {
         elapsedMs: t,
         durationMs: o.durationMs,
@@ -217,6 +227,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
           paused: g.paused,
           connections: g.connections,
           clientBufferedBytes: g.clientBufferedBytes,
+          sharePpm: streamPoller?.latest?.regions[g.id]?.sharePpm ?? null,
         })),
       };
     };
@@ -281,6 +292,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     if (viewTimer) clearInterval(viewTimer);
     await traffic?.stop();
     await poller?.stop();
+    await streamPoller?.stop();
     await closeSender?.();
     if (o.tty) write("\x1b[?25h\n");
     if (rig) {
