@@ -112,6 +112,31 @@ describe("report HTML", () => {
     expect(html).not.toMatch(/https?:\/\//i);
   });
 
+  it("zooms the stream chart into the stream scenario", () => {
+    const d = syntheticData(syntheticLog());
+    const tMs = Array.from({ length: 30 }, (_, i) => i * 1000);
+    const html = renderReportHtml({
+      ...d,
+      scenarios: [...d.scenarios.slice(0, 1), { name: "stream", startMs: 20_000, endMs: 30_000 }],
+      stream: {
+        tenant: "cust_ent_9942",
+        resource: "stream_bytes",
+        capacity: 262_144,
+        refillPerSecond: 262_144,
+        multiple: 10,
+        bucketMs: 1000,
+        tMs,
+        bytesPerSec: regions.map(() => tMs.map((t) => (t >= 20_000 ? 87_381 : 0))),
+      },
+    });
+    const chart = html.slice(html.lastIndexOf("<svg "), html.lastIndexOf("</svg>"));
+    const xLabels = [...chart.matchAll(/class="xl">(\d+)s</g)].map((m) => Number(m[1]));
+    expect(xLabels[0]).toBeGreaterThanOrEqual(18); // the axis starts 2 s before the scenario
+    expect(xLabels.at(-1)).toBe(30);
+    expect(chart).toContain(">stream</text>"); // its marker
+    expect(chart).not.toContain(">steady</text>"); // markers outside the window are left out
+  });
+
   it("escapes text from the data", () => {
     const d = syntheticData(syntheticLog());
     const html = renderReportHtml({ ...d, summary: ["<b>&</b>"] });

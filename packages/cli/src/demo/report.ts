@@ -98,8 +98,12 @@ function renderStreamChart(
   const total = st.tMs.map((_, j) => d.regions.reduce((s, _id, i) => s + (st.bytesPerSec[i]?.[j] ?? 0), 0));
   const r = kib(st.refillPerSecond);
   const yMax = Math.max(r * 1.25, maxOf(total.map(kib), 0)) * 1.05;
+  // Zoomed into the stream scenario (from 2 s before it), where the bytes flow.
+  const window = d.scenarios.find((s) => s.name === "stream");
+  const xMin = window ? Math.max(0, window.startMs - 2000) : 0;
   return lineChart({
     ...common,
+    xMin,
     title: `Streamed KiB/s per region, ${st.tenant}/${st.resource} (dashed: its byte rate r)`,
     yMax,
     yLabel: (y) => `${Math.round(y)}`,
@@ -114,7 +118,7 @@ function renderStreamChart(
         color: "#333",
         points: st.tMs.map((t, j) => [t + mid, kib(total[j] ?? 0)] as const),
       },
-      { name: "r (bytes)", color: "#888", dashed: true, points: [[0, r] as const, [xMax, r] as const] },
+      { name: "r (bytes)", color: "#888", dashed: true, points: [[xMin, r] as const, [xMax, r] as const] },
     ],
   });
 }

@@ -26,6 +26,8 @@ export interface ChartMarker {
 
 export interface ChartOptions {
   readonly title: string;
+  /** Left end of the x axis (default 0): a chart may zoom into a window of the run. */
+  readonly xMin?: number;
   readonly xMax: number;
   readonly yMax: number;
   readonly yLabel: (y: number) => string;
@@ -59,9 +61,10 @@ export function lineChart(o: ChartOptions): string {
   const B = 30;
   const pw = W - L - R;
   const ph = H - T - B;
-  const xMax = o.xMax > 0 ? o.xMax : 1;
+  const xMin = Math.max(0, o.xMin ?? 0);
+  const xMax = o.xMax > xMin ? o.xMax : xMin + 1;
   const yMax = o.yMax > 0 ? o.yMax : 1;
-  const sx = (x: number) => L + (Math.max(0, Math.min(xMax, x)) / xMax) * pw;
+  const sx = (x: number) => L + ((Math.max(xMin, Math.min(xMax, x)) - xMin) / (xMax - xMin)) * pw;
   const sy = (y: number) => T + ph - (Math.max(0, Math.min(yMax, y)) / yMax) * ph;
   const xl = o.xLabel ?? ((x: number) => `${Math.round(x / 1000)}s`);
   const parts: string[] = [];
@@ -69,7 +72,7 @@ export function lineChart(o: ChartOptions): string {
     `<svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${escapeXml(o.title)}">`,
   );
   parts.push(`<text x="${L}" y="18" class="ct">${escapeXml(o.title)}</text>`);
-  for (const b of o.bands ?? []) {
+  for (const b of (o.bands ?? []).filter((x) => x.toX > xMin && x.fromX < xMax)) {
     const x0 = sx(b.fromX);
     const x1 = Math.max(x0 + 1, sx(b.toX));
     parts.push(
@@ -85,10 +88,10 @@ export function lineChart(o: ChartOptions): string {
     parts.push(`<line x1="${L}" x2="${L + pw}" y1="${n1(sy(y))}" y2="${n1(sy(y))}" class="grid"/>`);
     parts.push(`<text x="${L - 6}" y="${n1(sy(y) + 4)}" class="yl">${escapeXml(o.yLabel(y))}</text>`);
   }
-  const xStep = niceStep(xMax, 10);
-  for (let x = 0; x <= xMax + 1e-9; x += xStep)
+  const xStep = niceStep(xMax - xMin, 10);
+  for (let x = Math.ceil(xMin / xStep) * xStep; x <= xMax + 1e-9; x += xStep)
     parts.push(`<text x="${n1(sx(x))}" y="${H - 10}" class="xl">${escapeXml(xl(x))}</text>`);
-  for (const m of o.markers ?? []) {
+  for (const m of (o.markers ?? []).filter((x) => x.x >= xMin && x.x <= xMax)) {
     parts.push(`<line x1="${n1(sx(m.x))}" x2="${n1(sx(m.x))}" y1="${T - 4}" y2="${T + ph}" class="mk"/>`);
     parts.push(`<text x="${n1(sx(m.x) + 3)}" y="${T - 6}" class="ml">${escapeXml(m.label)}</text>`);
   }
@@ -98,6 +101,7 @@ export function lineChart(o: ChartOptions): string {
     let cur = "";
     let prevY: number | null = null;
     for (const [x, y] of s.points) {
+      if (x < xMin) continue;
       if (y === null) {
         if (cur) segs.push(cur);
         cur = "";
