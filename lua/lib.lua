@@ -447,6 +447,37 @@ local function store_bucket(B, P)
   B.has = true
 end
 
+---------------------------------------------------------------- in-process leases
+
+-- One release (lease_release.lua, and each release lease_acquire.lua carries):
+-- `used` is consumed, the rest goes back unless the lease has expired (then it
+-- all counts as used); the lease and every expired one leave P:k; then the
+-- schedule is rebuilt (the capacity the lease held returns), exactly as a
+-- separate lease_release call at the same TIME would. Returns the amount back
+-- and whether a counter was written.
+local function release_lease(B, P, kk, kc, region, id, lease_id, used, now)
+  local leases = ctx_leases(B)
+  local l = leases[lease_id]
+  local back = 0
+  if l and now < l.e then
+    local u = used
+    if u < 0 then u = 0 elseif u > l.g then u = l.g end
+    back = l.g - u
+    B.tk = B.tk + back
+    if back > 0 then count(kc, 'n', region, id, fmt(back)) end
+  end
+  leases[lease_id] = nil
+  redis.call('HDEL', kk, lease_id)
+  for lid, x in pairs(leases) do
+    if now >= x.e then
+      leases[lid] = nil
+      redis.call('HDEL', kk, lid)
+    end
+  end
+  apply_share_change(B, P, now)
+  return back, back > 0
+end
+
 ---------------------------------------------------------------- windows
 
 local function overlaps_recovery(start, W, born, rend)

@@ -40,6 +40,7 @@ export {
   peek,
   refund,
   releaseLease,
+  renewLease,
   startsEmpty,
 } from "./ops.js";
 export {

@@ -243,6 +243,28 @@ export function releaseLease(
   return { returned, nowUs };
 }
 
+/**
+ * lua/lease_acquire.lua with releases: each listed lease released as
+ * `releaseLease` would, in order, then `acquireLease` (tokens may be 0), all
+ * at the same `nowUs` (one script, one TIME).
+ */
+export function renewLease(
+  region: RegionState,
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  releases: readonly { readonly leaseId: string; readonly used: number }[],
+  leaseId: string,
+  tokens: number,
+  durationUs: number,
+  nowUs: number,
+): LeaseOutcome & { readonly returned: number[] } {
+  const returned = releases.map(
+    (r) => releaseLease(region, key, limit, timing, r.leaseId, r.used, nowUs).returned,
+  );
+  return { ...acquireLease(region, key, limit, timing, leaseId, tokens, durationUs, nowUs), returned };
+}
+
 /** Whether a bucket created now starts empty (DESIGN §4). */
 export function startsEmpty(marker: string, limit: KeyLimit, timing: Timing, nowUs: number): boolean {
   const born = parseMarker(marker).bornUs;

@@ -5,8 +5,31 @@
 // Timing (DESIGN trap 6): a lease is usable until the client's own monotonic
 // time when it SENT the acquire request + duration − margin. The send precedes
 // the grant, so the client stops before the bucket stops reserving the lease.
+//
+// Round-trips: with a store that can renew (the Redis store), a used-up lease
+// is reported inside the next acquire (one EVALSHA for both), and a used-up
+// lease that reaches its end before another acquire is simply forgotten (the
+// bucket counts an expired lease as used, which it is). Only a lease that ends
+// with tokens left is released on its own, so they go back to the bucket.
 import { type MonotonicClock, monotonicNow } from "./clock.js";
-import type { KeyPolicy, RegionStore } from "./types.js";
+import type { KeyPolicy, Lease, RegionStore } from "./types.js";
+
+/** A store that releases finished leases and acquires the next in one call (RedisRegionStore). */
+export interface LeaseRenewingStore {
+  renewLease(
+    policy: KeyPolicy,
+    releases: readonly { readonly leaseId: string; readonly used: number }[],
+    tokens: number,
+    durationMs: number,
+  ): Promise<{ lease: Lease; returned: readonly number[] }>;
+}
+
+function canRenew(s: RegionStore): s is RegionStore & LeaseRenewingStore {
+  return typeof (s as Partial<LeaseRenewingStore>).renewLease === "function";
+}
+
+/** At most this many finished leases ride along with one acquire (the store's bound too). */
+const MAX_CARRIED_RELEASES = 64;
 
 export interface LeasedClientOptions {
   /** Tokens asked for per lease (default 50). */
@@ -30,10 +53,19 @@ interface HeldLease {
   used: number;
   /** Local monotonic ms after which this lease is never used. */
   readonly usableUntilMs: number;
+  /**
+   * Local monotonic ms by which the store has certainly expired the lease
+   * (receipt + granted duration: the grant's TIME precedes the receipt), so a
+   * release could return nothing.
+   */
+  readonly goneAtStoreMs: number;
 }
 
 export class LeasedClient {
   private readonly leases: HeldLease[] = [];
+  /** Used-up leases not yet reported (renewing stores only): they ride with the next acquire. */
+  private readonly finished: HeldLease[] = [];
+  private readonly renewer: (RegionStore & LeaseRenewingStore) | undefined;
   private inflight: Promise<void> | undefined;
   private closed = false;
   private nextAcquireAtMs = 0;
@@ -58,11 +90,14 @@ export class LeasedClient {
     this.clock = options.clock ?? monotonicNow;
     this.onError = options.onError ?? (() => {});
     if (!(this.marginMs < this.durationMs)) throw new RangeError("marginMs must be < durationMs");
+    this.renewer = canRenew(store) ? store : undefined;
   }
 
   /** Tokens usable right now (expired leases excluded). */
   available(): number {
-    this.dropExpired(this.clock());
+    const now = this.clock();
+    this.dropExpired(now);
+    if (this.finished.length > 0) this.flushReturnable(now);
     let sum = 0;
     for (const l of this.leases) sum += l.granted - l.used;
     return sum;
@@ -90,9 +125,29 @@ export class LeasedClient {
       }
       total -= cost;
       ok = true;
+      if (this.renewer !== undefined) this.retireUsedUp();
     }
     if (total <= this.lowWater) this.prefetch(now);
+    // Tokens left in a lease that just ended and did not ride with a prefetch go back now.
+    if (this.finished.length > 0) this.flushReturnable(now);
     return ok;
+  }
+
+  private flushReturnable(now: number): void {
+    for (let i = this.finished.length - 1; i >= 0; i--) {
+      const l = this.finished[i]!;
+      if (l.used < l.granted && now < l.goneAtStoreMs) {
+        this.finished.splice(i, 1);
+        this.release(l);
+      }
+    }
+  }
+
+  /** Moves used-up leases to `finished` (renewing stores): reported with the next acquire. */
+  private retireUsedUp(): void {
+    while (this.leases.length > 0 && this.leases[0]!.used >= this.leases[0]!.granted) {
+      this.finished.push(this.leases.shift()!);
+    }
   }
 
   /** `tryTake`, and if the held leases do not cover `cost`, one acquire (awaited) and a retry. */
@@ -116,8 +171,12 @@ export class LeasedClient {
     if (!force && now < this.nextAcquireAtMs) return;
     // Timed from here, before the request leaves: never from receipt.
     const sentAtMs = now;
-    this.inflight = this.store
-      .acquireLease(this.policy, this.batch, this.durationMs)
+    const carried = this.finished.splice(0, MAX_CARRIED_RELEASES);
+    const request =
+      this.renewer !== undefined
+        ? this.renewer.renewLease(this.policy, carried, this.batch, this.durationMs).then((r) => r.lease)
+        : this.store.acquireLease(this.policy, this.batch, this.durationMs);
+    this.inflight = request
       .then(
         (lease) => {
           if (lease.granted <= 0) {
@@ -131,15 +190,17 @@ export class LeasedClient {
             granted: lease.granted,
             used: 0,
             usableUntilMs: sentAtMs + grantedMs - this.marginMs,
+            goneAtStoreMs: this.clock() + grantedMs,
           };
-          if (this.closed) {
-            this.release(held);
-            return;
-          }
+          // Also after close() began: it awaits this acquire, then reports every held lease
+          // in one call.
           this.leases.push(held);
         },
         (err: unknown) => {
           this.nextAcquireAtMs = this.clock() + this.retryBackoffMs;
+          // The releases may not have been applied: report them again (a repeated release
+          // of the same lease changes nothing).
+          this.finished.push(...carried);
           this.onError(err);
         },
       )
@@ -150,18 +211,34 @@ export class LeasedClient {
 
   private dropExpired(now: number): void {
     while (this.leases.length > 0 && now >= this.leases[0]!.usableUntilMs) {
-      const l = this.leases.shift()!;
-      // Report usage; the store ignores the return part if it has expired there too.
-      this.release(l);
+      this.ended(this.leases.shift()!);
     }
     // Leases are pushed in send order, but a shorter grant may expire earlier.
     for (let i = this.leases.length - 1; i >= 0; i--) {
       const l = this.leases[i]!;
       if (now >= l.usableUntilMs) {
         this.leases.splice(i, 1);
-        this.release(l);
+        this.ended(l);
       }
     }
+    // A used-up lease at its end needs no report: the bucket counts it as used when it expires.
+    for (let i = this.finished.length - 1; i >= 0; i--) {
+      const l = this.finished[i]!;
+      if (l.used >= l.granted && now >= l.usableUntilMs) this.finished.splice(i, 1);
+    }
+  }
+
+  /** A lease this client stops using at its end. */
+  private ended(l: HeldLease): void {
+    if (this.renewer === undefined) {
+      // Report usage; the store ignores the return part if it has expired there too.
+      this.release(l);
+      return;
+    }
+    // Renewing store: nothing to report for a used-up lease or one the store has certainly
+    // expired (it counts as used there). Tokens left ride with the prefetch this end usually
+    // triggers, or go back on their own right after (flushReturnable).
+    if (l.used < l.granted && this.clock() < l.goneAtStoreMs) this.finished.push(l);
   }
 
   private release(l: HeldLease): Promise<void> {
@@ -173,7 +250,23 @@ export class LeasedClient {
     if (this.closed) return;
     this.closed = true;
     if (this.inflight !== undefined) await this.inflight;
-    const held = this.leases.splice(0, this.leases.length);
-    await Promise.all(held.map((l) => this.release(l)));
+    const all = [...this.finished.splice(0), ...this.leases.splice(0)];
+    const renewer = this.renewer;
+    if (renewer === undefined) {
+      await Promise.all(all.map((l) => this.release(l)));
+      return;
+    }
+    // Only a lease with tokens left needs the call (used-up ones ride along, freeing their
+    // capacity early); none the store has certainly expired. Release only (0 tokens), one
+    // call per MAX_CARRIED_RELEASES leases.
+    const now = this.clock();
+    const held = all.filter((l) => now < l.goneAtStoreMs);
+    if (!held.some((l) => l.used < l.granted)) return;
+    const calls: Promise<unknown>[] = [];
+    for (let i = 0; i < held.length; i += MAX_CARRIED_RELEASES) {
+      const part = held.slice(i, i + MAX_CARRIED_RELEASES);
+      calls.push(renewer.renewLease(this.policy, part, 0, this.durationMs).catch(this.onError));
+    }
+    await Promise.all(calls);
   }
 }

@@ -5,8 +5,29 @@
 import { checkGlobalBound } from "@geoquota/testkit";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type KeyPolicy, LeasedClient } from "../src/index.js";
+import { type KeyPolicy, type Lease, LeasedClient } from "../src/index.js";
 import { FakeStore } from "./helpers/fake-store.js";
+
+/**
+ * A store that can renew (like the Redis store): the client then reports
+ * used-up leases inside its next acquire and forgets used-up leases at their
+ * end. Same bucket semantics, releases applied first.
+ */
+class RenewingFakeStore extends FakeStore {
+  async renewLease(
+    p: KeyPolicy,
+    releases: readonly { leaseId: string; used: number }[],
+    tokens: number,
+    durationMs: number,
+  ): Promise<{ lease: Lease; returned: number[] }> {
+    for (const r of releases) await this.releaseLease(p, r.leaseId, r.used);
+    const lease =
+      tokens > 0
+        ? await this.acquireLease(p, tokens, durationMs)
+        : { leaseId: "none", granted: 0, expiryUs: 0, nowUs: 0 };
+    return { lease, returned: releases.map(() => 0) };
+  }
+}
 
 const C = 10;
 const R = 20;
@@ -36,7 +57,10 @@ const op = fc.oneof(
 
 const flush = () => new Promise((r) => setImmediate(r));
 
-describe("leased clients (property)", () => {
+describe.each([
+  ["release per lease", FakeStore],
+  ["releases carried by the next acquire", RenewingFakeStore],
+])("leased clients (property, %s)", (_name, Store) => {
   it("admit within C + r·T over every sub-interval; tokens + outstanding ≤ C", async () => {
     await fc.assert(
       fc.asyncProperty(
@@ -44,7 +68,7 @@ describe("leased clients (property)", () => {
         fc.nat(40),
         async (ops, batchSeed) => {
           let nowMs = 0;
-          const store = new FakeStore({ nowUs: () => nowMs * 1000 });
+          const store = new Store({ nowUs: () => nowMs * 1000 });
           const make = () =>
             new LeasedClient(store, policy, {
               clock: () => nowMs,

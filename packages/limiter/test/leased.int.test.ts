@@ -62,6 +62,27 @@ describe("leased client on the real store", () => {
     expect(net).toBe(7);
   });
 
+  it("a used-up lease rides along with the next acquire: one script call per batch (+ close)", async () => {
+    const p = policy(1_000, 0.0001);
+    const calls = async () => {
+      const m = /cmdstat_evalsha:calls=(\d+)/.exec(await redis.info("commandstats"));
+      return Number(m?.[1] ?? 0);
+    };
+    const before = await calls();
+    const c = new LeasedClient(store, p, { batch: 50, lowWater: 10 });
+    for (let i = 0; i < 250; i++) expect(await c.take(1)).toBe(true);
+    await c.close();
+    // 6 acquires (at 0, 40, 90, 140, 190, 240 used), each carrying the lease used up before,
+    // and one release-only call on close for what is left. Separate releases would add 5.
+    expect((await calls()) - before).toBeLessThanOrEqual(7);
+    const after = await store.inspect(p);
+    const net =
+      Object.values(after.counters.admitted).reduce((a, b) => a + b, 0) -
+      Object.values(after.counters.refunded).reduce((a, b) => a + b, 0);
+    expect(net).toBe(250);
+    expect(await redis.hlen(`gq:{${p.tenant}}:${p.resource}:k`)).toBe(0);
+  });
+
   it("many leased clients on one bucket: admitted ≤ C + r·T over every sub-interval", async () => {
     const C = 40;
     const r = 20;

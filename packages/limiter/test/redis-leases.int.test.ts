@@ -2,17 +2,20 @@
 import { type RedisServer, startRedis } from "@geoquota/testkit";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import * as lease from "@geoquota/lease";
+import { keyLimit } from "../src/redis/args.js";
 import { createRedisStore, initFreshRegion, type RedisRegionStore } from "../src/redis/index.js";
 import { policy, sleep, TIMING } from "./redis-helpers.js";
 
 let server: RedisServer;
 let redis: Redis;
 let store: RedisRegionStore;
+let marker: string;
 
 beforeAll(async () => {
   server = await startRedis();
   redis = server.client();
-  await initFreshRegion(redis);
+  marker = (await initFreshRegion(redis)).marker;
   store = createRedisStore({ redis, region: "eu", timing: TIMING });
 });
 afterAll(async () => {
@@ -66,4 +69,46 @@ it("leases are for the token bucket only, and no longer than D", async () => {
   await expect(store.acquireLease(policy(), 1, 10_000)).rejects.toMatchObject({
     code: "GQ_ERR_BAD_ARGUMENT",
   });
+});
+
+it("renewLease: releases and the next acquire in one call equal release… then acquire (model replay)", async () => {
+  const p = policy({ capacity: 20, refillPerSecond: 50 });
+  const region: lease.RegionState = { region: "eu", marker };
+  const key = lease.emptyKeyState();
+  const limit = keyLimit(p);
+  const held: { leaseId: string; granted: number }[] = [];
+  const calls: [number, number][] = [
+    [7, 0],
+    [7, 0],
+    [5, 1],
+    [9, 2],
+    [0, 1], // release only
+    [4, 0],
+  ];
+  for (const [tokens, nRel] of calls) {
+    await sleep(15);
+    const rel = held.splice(0, nRel).map((h, i) => ({ leaseId: h.leaseId, used: i === 0 ? h.granted : 1 }));
+    const got = await store.renewLease(p, rel, tokens, 1000);
+    const want = lease.renewLease(
+      region,
+      key,
+      limit,
+      TIMING,
+      rel,
+      got.lease.leaseId,
+      tokens,
+      1_000_000,
+      got.lease.nowUs,
+    );
+    expect(got.lease.granted).toBe(want.granted);
+    expect(got.lease.expiryUs).toBe(want.expiryUs);
+    expect(got.returned).toEqual(want.returned);
+    if (got.lease.granted > 0) held.push({ leaseId: got.lease.leaseId, granted: got.lease.granted });
+    const d = await store.check(p, 0);
+    const m = lease.check(region, key, limit, TIMING, 0, d.nowUs);
+    expect(d.tokens).toBe(m.remaining);
+    expect(d.capacity).toBe(m.capacity);
+  }
+  // One EVALSHA per renew: the releases left P:k.
+  expect(await redis.hlen(`gq:{${p.tenant}}:api:k`)).toBe(held.length);
 });

@@ -19,6 +19,8 @@ export { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
 export {
   createRedisStore,
   type KeyStateView,
+  type LeaseReport,
+  MAX_RELEASES_PER_CALL,
   type RedisRegionStore,
   type RedisStoreOptions,
   type StoreCompoundDecision,

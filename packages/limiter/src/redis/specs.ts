@@ -27,7 +27,7 @@ export interface ScriptSpec {
   /** Keys / arguments repeated per item after the fixed ones (compound check). */
   readonly itemKeys?: readonly string[];
   readonly itemArgv?: readonly string[];
-  /** Further arguments follow the fixed ones in a script-specific layout (loan_merge). */
+  /** Further arguments follow the fixed ones in a script-specific layout (loan_merge, lease_acquire). */
   readonly variadicArgv?: true;
 }
 
@@ -47,7 +47,10 @@ export const SCRIPTS = {
     itemKeys: ["P:b", "P:c", "P:l", "P:k", "P:z"],
     itemArgv: [...POLICY_ARGV, "cost"],
   },
-  leaseAcquire: keyScript("lease_acquire.lua", ["leaseId", "tokens", "durationUs"]),
+  leaseAcquire: {
+    ...keyScript("lease_acquire.lua", ["leaseId", "tokens", "durationUs", "releaseCount"]),
+    variadicArgv: true,
+  },
   leaseRelease: keyScript("lease_release.lua", ["leaseId", "used"]),
   loanGrant: keyScript("loan_grant.lua", ["borrower", "units", "durationUs"]),
   loanMerge: { ...keyScript("loan_merge.lua", ["loanCount"]), variadicArgv: true },

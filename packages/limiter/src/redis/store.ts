@@ -45,6 +45,17 @@ export interface RedisRegionStore extends RegionStore {
   check(policy: KeyPolicy, cost: number): Promise<StoreDecision>;
   checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<StoreCompoundDecision>;
   refund(policy: KeyPolicy, cost: number): Promise<StoreDecision>;
+  /**
+   * Releases `releases` (as `releaseLease` would, in order) and acquires a new
+   * lease of up to `tokens` (0: release only) in one round-trip, at one Redis
+   * TIME. `returned[i]` is what went back for `releases[i]`.
+   */
+  renewLease(
+    policy: KeyPolicy,
+    releases: readonly LeaseReport[],
+    tokens: number,
+    durationMs: number,
+  ): Promise<{ lease: Lease; returned: number[] }>;
   /** Returns what went back to the bucket (0 after expiry). */
   releaseLeaseDetailed(
     policy: KeyPolicy,
@@ -54,6 +65,15 @@ export interface RedisRegionStore extends RegionStore {
 }
 
 const MAX_LEASE_TOKENS = 1_000_000;
+
+/** A finished lease reported back: `used` of its tokens were consumed. */
+export interface LeaseReport {
+  readonly leaseId: string;
+  readonly used: number;
+}
+
+/** Releases carried by one renewLease call (keeps the script's argument list bounded). */
+export const MAX_RELEASES_PER_CALL = 64;
 
 const U = 1_000_000;
 
@@ -127,6 +147,52 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     return toDecision(policy, [r[0], r[1], r[2], r[3], r[4], r[6]], 0, nowUs, cost);
   };
 
+  const renew = async (
+    policy: KeyPolicy,
+    releases: readonly LeaseReport[],
+    tokens: number,
+    durationMs: number,
+  ): Promise<{ lease: Lease; returned: number[] }> => {
+    if (policy.limit.algorithm !== "token_bucket") {
+      throw new RedisStoreError("GQ_ERR_LEASE_ALGORITHM", policy.limit.algorithm);
+    }
+    if (!Number.isInteger(tokens) || tokens < 0 || tokens > MAX_LEASE_TOKENS) {
+      throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `lease tokens ${tokens}`);
+    }
+    // A lease may not outlive D: P:b's TTL (C/r + D + 3ε) must cover its expiry plus a refill.
+    if (!(durationMs > 0) || durationMs * 1000 > timing.loanDurationUs) {
+      throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `lease duration ${durationMs} ms (max D)`);
+    }
+    if (releases.length > MAX_RELEASES_PER_CALL) {
+      throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `${releases.length} releases in one call`);
+    }
+    const a = args(policy);
+    const leaseId = randomBytes(8).toString("hex");
+    const argv: (string | number)[] = [
+      region,
+      ...a.policyArgv,
+      leaseId,
+      tokens,
+      Math.floor(durationMs * 1000),
+      releases.length,
+    ];
+    for (const rel of releases) {
+      if (!Number.isFinite(rel.used) || rel.used < 0)
+        throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `used ${rel.used}`);
+      argv.push(rel.leaseId, String(rel.used));
+    }
+    const r = await scripts.call("leaseAcquire", a.keys, argv);
+    return {
+      lease: {
+        leaseId,
+        granted: num(r[0], "granted"),
+        expiryUs: num(r[1], "expiry"),
+        nowUs: num(r[2], "now"),
+      },
+      returned: releases.map((_, i) => num(r[3 + i], "returned")),
+    };
+  };
+
   return {
     region,
     check: (policy, cost) => single("check", policy, cost),
@@ -154,32 +220,13 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     },
 
     async acquireLease(policy, tokens, durationMs): Promise<Lease> {
-      if (policy.limit.algorithm !== "token_bucket") {
-        throw new RedisStoreError("GQ_ERR_LEASE_ALGORITHM", policy.limit.algorithm);
-      }
-      if (!Number.isInteger(tokens) || tokens < 1 || tokens > MAX_LEASE_TOKENS) {
+      if (!Number.isInteger(tokens) || tokens < 1) {
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `lease tokens ${tokens}`);
       }
-      // A lease may not outlive D: P:b's TTL (C/r + D + 3ε) must cover its expiry plus a refill.
-      if (!(durationMs > 0) || durationMs * 1000 > timing.loanDurationUs) {
-        throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `lease duration ${durationMs} ms (max D)`);
-      }
-      const a = args(policy);
-      const leaseId = randomBytes(8).toString("hex");
-      const r = await scripts.call("leaseAcquire", a.keys, [
-        region,
-        ...a.policyArgv,
-        leaseId,
-        tokens,
-        Math.floor(durationMs * 1000),
-      ]);
-      return {
-        leaseId,
-        granted: num(r[0], "granted"),
-        expiryUs: num(r[1], "expiry"),
-        nowUs: num(r[2], "now"),
-      };
+      return (await renew(policy, [], tokens, durationMs)).lease;
     },
+
+    renewLease: (policy, releases, tokens, durationMs) => renew(policy, releases, tokens, durationMs),
 
     async releaseLeaseDetailed(policy, leaseId, used) {
       if (!Number.isFinite(used) || used < 0)
