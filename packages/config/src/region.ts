@@ -73,6 +73,21 @@ export const RegionConfigSchema = z
       reweighting: z.boolean().default(true),
       /** Upper bound on one frame, bytes. */
       frameBytesMax: intIn(1024, 64 * 1024 * 1024).default(1024 * 1024),
+      /** Redial backoff of a link that went down: exponential with full jitter, base → cap. */
+      reconnect: z
+        .strictObject({ baseMs: intIn(1, 60_000).default(100), capMs: intIn(1, 600_000).default(5000) })
+        .default({ baseMs: 100, capMs: 5000 })
+        .refine((r) => r.capMs >= r.baseMs, { message: "expected capMs ≥ baseMs", path: ["capMs"] }),
+      /** Ping period; a link silent for 3 periods is terminated. */
+      heartbeatMs: intIn(10, 60_000).default(1000),
+      /**
+       * The daemon's own Redis URL when it must differ from the limiter's
+       * (e.g. the limiter reaches Redis through a proxy); default redis.url.
+       */
+      redisUrl: z
+        .string()
+        .regex(/^rediss?:\/\/.+/, "expected redis:// or rediss:// URL")
+        .optional(),
     }),
     lease: z
       .strictObject({

@@ -5,9 +5,9 @@
 import { join } from "node:path";
 import { repoRoot, waitFor } from "@geoquota/testkit";
 import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
-import { regionIds } from "../cluster/ids.js";
+import { gossipProxyNames, regionIds } from "../cluster/ids.js";
 import type { Rng } from "./rng.js";
-import { addWanLatency, gossipProxyNames } from "./toxics.js";
+import { addWanLatency } from "./toxics.js";
 
 export const CHAOS_RESOURCE = "chaos";
 export const CHAOS_POLICIES = join(repoRoot, "regions", "chaos-policies.json");

@@ -5,7 +5,9 @@
 import type { Cluster } from "../cluster/orchestrator.js";
 import { flushRegion } from "../demo/faults.js";
 import type { Rng } from "./rng.js";
-import { addToxic, gossipProxiesOf, linkOf, removeToxic, setEnabled, type ToxicSpec } from "./toxics.js";
+import { gossipProxiesOf, linkOf, redisProxyName } from "../cluster/ids.js";
+import { setProxiesEnabled as setEnabled } from "../cluster/proxies.js";
+import { addToxic, removeToxic, type ToxicSpec } from "./toxics.js";
 
 export type FaultClass = "gossip" | "redis" | "daemon";
 
@@ -209,8 +211,8 @@ export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
         kind,
         label: `${region}'s limiter and daemon lose their Redis`,
         redisCutRegion: region,
-        inject: () => setEnabled(api(cluster), [`redis_${region}`], false),
-        heal: () => setEnabled(api(cluster), [`redis_${region}`], true),
+        inject: () => setEnabled(api(cluster), [redisProxyName(region)], false),
+        heal: () => setEnabled(api(cluster), [redisProxyName(region)], true),
       };
     case "flush":
       return {
@@ -231,17 +233,13 @@ export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
       };
     }
     case "daemon-kill": {
-      // Down between inject and heal; restartGossip (its SIGKILL finds the
-      // process already gone) starts a new daemon on the same config.
+      // Down between inject and heal, then a new daemon on the same config.
       const r = regionOf(cluster, region);
       return {
         kind,
         label: `${region}'s gossip daemon SIGKILLed, restarted later`,
-        inject: async () => {
-          r.gossip.child.kill("SIGKILL");
-          await r.gossip.exited;
-        },
-        heal: () => cluster.restartGossip(region, { kill: true }),
+        inject: () => cluster.stopGossip(region, { kill: true }),
+        heal: () => cluster.startGossip(region),
       };
     }
   }

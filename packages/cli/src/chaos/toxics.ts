@@ -3,7 +3,6 @@
 // (a dials b): its `upstream` stream is a→b, `downstream` is b→a. Proxy
 // `redis_<id>` is region id's limiter and daemon → its own Redis.
 import type { Toxiproxy } from "toxiproxy-node-client";
-import { dialPairs } from "../cluster/ids.js";
 import type { Rng } from "./rng.js";
 
 export type Stream = "upstream" | "downstream";
@@ -15,23 +14,6 @@ export type ToxicType = "latency" | "bandwidth" | "slicer" | "timeout" | "reset_
  */
 export const WAN_ONE_WAY_MIN_MS = 35;
 export const WAN_ONE_WAY_MAX_MS = 50;
-
-export function gossipProxyNames(ids: readonly string[]): string[] {
-  return dialPairs(ids).map(([a, b]) => `gossip_${a}_${b}`);
-}
-
-/** The proxy of the link between x and y, and the stream that carries x→y on it. */
-export function linkOf(x: string, y: string): { proxy: string; streamFromX: Stream } {
-  return x < y
-    ? { proxy: `gossip_${x}_${y}`, streamFromX: "upstream" }
-    : { proxy: `gossip_${y}_${x}`, streamFromX: "downstream" };
-}
-
-export function gossipProxiesOf(ids: readonly string[], region: string): string[] {
-  return dialPairs(ids)
-    .filter(([a, b]) => a === region || b === region)
-    .map(([a, b]) => `gossip_${a}_${b}`);
-}
 
 export interface ToxicSpec {
   readonly name: string;
@@ -55,20 +37,6 @@ export async function removeToxic(api: Toxiproxy, proxy: string, name: string): 
   const p = await api.get(proxy);
   const t = await p.getToxic(name);
   await t.remove();
-}
-
-/** Disabling a proxy closes its connections and refuses new ones (a dead link). */
-export async function setEnabled(
-  api: Toxiproxy,
-  proxies: readonly string[],
-  enabled: boolean,
-): Promise<void> {
-  await Promise.all(
-    proxies.map(async (name) => {
-      const p = await api.get(name);
-      await p.update({ enabled, listen: p.listen, upstream: p.upstream });
-    }),
-  );
 }
 
 /**

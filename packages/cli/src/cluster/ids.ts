@@ -20,3 +20,33 @@ export function dialPairs(ids: readonly string[]): Array<[dialer: string, accept
   for (const a of ids) for (const b of ids) if (a < b) pairs.push([a, b]);
   return pairs;
 }
+
+/** The Toxiproxy proxy of the gossip link between a and b (a < b: a dials b). */
+export function gossipProxyName(a: string, b: string): string {
+  return a < b ? `gossip_${a}_${b}` : `gossip_${b}_${a}`;
+}
+
+/** Every gossip link's proxy. */
+export function gossipProxyNames(ids: readonly string[]): string[] {
+  return dialPairs(ids).map(([a, b]) => gossipProxyName(a, b));
+}
+
+/** The proxies of every gossip link with `region` at either end. */
+export function gossipProxiesOf(ids: readonly string[], region: string): string[] {
+  return dialPairs(ids)
+    .filter(([a, b]) => a === region || b === region)
+    .map(([a, b]) => gossipProxyName(a, b));
+}
+
+/**
+ * The proxy of the link between x and y, and the stream that carries x→y on
+ * it: a proxy's `upstream` is dialer→acceptor, `downstream` the way back.
+ */
+export function linkOf(x: string, y: string): { proxy: string; streamFromX: "upstream" | "downstream" } {
+  return { proxy: gossipProxyName(x, y), streamFromX: x < y ? "upstream" : "downstream" };
+}
+
+/** The proxy between region id's limiter and its Redis. */
+export function redisProxyName(id: string): string {
+  return `redis_${id}`;
+}

@@ -19,7 +19,8 @@ import {
   type ToxiproxyServer,
   waitFor,
 } from "@geoquota/testkit";
-import { dialPairs, regionIds } from "./ids.js";
+import { dialPairs, gossipProxiesOf, gossipProxyName, redisProxyName, regionIds } from "./ids.js";
+import { setProxiesEnabled } from "./proxies.js";
 
 export interface ClusterOptions {
   regions?: number;
@@ -55,8 +56,14 @@ export interface Cluster {
   readonly policiesPath: string;
   /** The one line `geoquota cluster --json` prints. */
   describe(): string;
-  /** SIGKILLs a region's gossip daemon and starts a new one on the same config. */
+  /** Stops (or SIGKILLs) a region's gossip daemon and starts a new one on the same config. */
   restartGossip(id: string, opts?: { kill?: boolean }): Promise<void>;
+  /** Stops (or SIGKILLs) a region's gossip daemon and leaves it down. */
+  stopGossip(id: string, opts?: { kill?: boolean }): Promise<void>;
+  /** Starts the daemon of a region whose daemon is down. */
+  startGossip(id: string): Promise<void>;
+  /** Cuts (false) or heals (true) every gossip link of a region (needs toxiproxy). */
+  setGossipLinks(id: string, enabled: boolean): Promise<void>;
   restartLimiter(id: string, opts?: { kill?: boolean }): Promise<void>;
   stop(): Promise<void>;
 }
@@ -145,13 +152,13 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       toxi = await startToxiproxy();
       started.push(toxi);
       for (const [a, b] of dialPairs(ids)) {
-        const name = `gossip_${a}_${b}`;
+        const name = gossipProxyName(a, b);
         const { listen } = await toxi.proxy(name, gossipEndpoint.get(b)!);
         dialTarget.set(`${a}>${b}`, listen);
         proxies.push(name);
       }
       for (const [i, id] of ids.entries()) {
-        const name = `redis_${id}`;
+        const name = redisProxyName(id);
         const { listen } = await toxi.proxy(name, `127.0.0.1:${redis[i]!.port}`);
         redisTarget.set(id, `redis://${listen}`);
         proxies.push(name);
@@ -176,6 +183,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         gossip: {
           listen: { host: "127.0.0.1", port: ports[i]!.gossip },
           http: { host: "127.0.0.1", port: ports[i]!.gossipHttp },
+          // Loopback links: redial fast so a healed link is back within a round.
+          reconnect: { baseMs: 50, capMs: 500 },
+          // The limiter's Redis link may be proxied (and cut); the daemon's is direct.
+          ...(redisTarget.has(id) ? { redisUrl: redis[i]!.url } : {}),
         },
         sharedSecret: "local-cluster-secret",
         adminToken: "local-cluster-admin",
@@ -216,6 +227,21 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       if (!r) throw new Error(`no region ${id}`);
       return r;
     };
+    const stopGossip = async (id: string, opts: { kill?: boolean } = {}) => {
+      const r = find(id);
+      if (opts.kill) {
+        r.gossip.child.kill("SIGKILL");
+        await r.gossip.exited;
+      } else await r.gossip.stop();
+    };
+    const startGossip = async (id: string) => {
+      const r = find(id);
+      if (r.gossip.child.exitCode === null && r.gossip.child.signalCode === null) {
+        throw new Error(`gossip daemon of ${id} is still running`);
+      }
+      r.gossip = spawnRole("gossip", r);
+      await waitHttp(`${r.gossipUrl}/healthz`, `gossip ${r.id} up`, r.gossip);
+    };
     return {
       regions,
       ...(toxi ? { toxiproxy: { server: toxi, proxies } } : {}),
@@ -229,13 +255,15 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         return JSON.stringify(out);
       },
       async restartGossip(id, opts = {}) {
-        const r = find(id);
-        if (opts.kill) {
-          r.gossip.child.kill("SIGKILL");
-          await r.gossip.exited;
-        } else await r.gossip.stop();
-        r.gossip = spawnRole("gossip", r);
-        await waitHttp(`${r.gossipUrl}/healthz`, `gossip ${r.id} up`, r.gossip);
+        await stopGossip(id, opts);
+        await startGossip(id);
+      },
+      stopGossip,
+      startGossip,
+      async setGossipLinks(id, enabled) {
+        if (!toxi) throw new Error("cutting gossip links needs the cluster started with toxiproxy");
+        find(id);
+        await setProxiesEnabled(toxi.api, gossipProxiesOf(ids, id), enabled);
       },
       async restartLimiter(id, opts = {}) {
         const r = find(id);

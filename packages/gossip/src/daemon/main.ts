@@ -48,7 +48,10 @@ export async function startGossip(
 ): Promise<RunningGossip> {
   const log = options.logger ?? pino({ level: "silent" });
   const registry = new Registry();
-  const redis = new Redis(config.redis.url, { maxRetriesPerRequest: 1, enableAutoPipelining: false });
+  const redis = new Redis(config.gossip.redisUrl ?? config.redis.url, {
+    maxRetriesPerRequest: 1,
+    enableAutoPipelining: false,
+  });
   redis.on("error", (err) => log.warn({ err: err.message }, "redis error"));
   // The daemon watches the primary's replication id: a failover to a replica
   // that may have missed writes puts the region into recovery (DESIGN §4).
@@ -62,6 +65,8 @@ export async function startGossip(
       peers: peers.map((p) => ({ id: p.id, url: `ws://${p.gossip}` })),
       secret: config.sharedSecret,
       frameBytesMax: config.gossip.frameBytesMax,
+      reconnect: config.gossip.reconnect,
+      heartbeatMs: config.gossip.heartbeatMs,
     },
     {
       registry,
