@@ -34,6 +34,12 @@ if granted > 0 then
   count(KEYS[4], 'p', ARGV[1], id, fmt(granted))
   counted = true
 end
+-- The part of the request that could not be granted is unmet demand, counted
+-- like a denial so that re-weighting sees a region whose clients all lease.
+if want > granted then
+  count(KEYS[4], 'd', ARGV[1], id, fmt(want - granted))
+  counted = true
+end
 local maxe = 0
 for lid, l in pairs(leases) do
   if now >= l.e then

@@ -67,7 +67,7 @@ export function grantLoan(
   if (!isRateAlgorithm(limit.algorithm)) return { ok: false, reason: "algorithm", nowUs };
   if (!(units > 0) || !Number.isInteger(units)) return { ok: false, reason: "units", nowUs };
   const current = reservedAt(key.book.outstanding.get(borrower) ?? [], nowUs, timing.epsilonUs);
-  const needed = units > current ? units : current;
+  const needed = Math.max(units, current);
   // A refusal writes nothing (the bucket is not even settled).
   if (needed > lendable(key, limit, timing, borrower, nowUs)) return { ok: false, reason: "floor", nowUs };
   const live = loadBucket(region, key, limit, timing, nowUs);

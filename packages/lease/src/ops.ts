@@ -207,6 +207,10 @@ export function acquireLease(
     key.leases.set(leaseId, { tokens: granted, expiryUs });
     bump(key, counterField("p", region, live.marker), granted);
   }
+  // What a lease request could not get is unmet demand, like a denied check:
+  // without it a region whose clients all lease looks no busier than what it
+  // already holds, and re-weighting cannot tell it wants more.
+  if (tokens > granted) bump(key, counterField("d", region, live.marker), tokens - granted);
   pruneLeases(key, nowUs);
   applyShareChange(live, key, limit, timing, nowUs);
   storeBucket(key, live, limit);
@@ -231,7 +235,7 @@ export function releaseLease(
   const lease = key.leases.get(leaseId);
   let returned = 0;
   if (lease !== undefined && nowUs < lease.expiryUs) {
-    const u = used < 0 ? 0 : used > lease.tokens ? lease.tokens : used;
+    const u = used < 0 ? 0 : Math.min(used, lease.tokens);
     returned = lease.tokens - u;
     live.tokens += returned;
     if (returned > 0) bump(key, counterField("n", region, live.marker), returned);

@@ -4,6 +4,7 @@
 // degraded path recognises (isStoreUnavailable).
 import { PERMIT_DENIED, type CircuitBreaker } from "./breaker.js";
 import { LimiterError } from "./errors.js";
+import type { LeaseRenewingStore } from "./leased-client.js";
 import type { CompoundDecision, Decision, KeyPolicy, Lease, QuotaView, RegionStore } from "./types.js";
 
 export type StoreErrorKind = "timeout" | "error" | "breaker_open";
@@ -34,12 +35,24 @@ function raceTimeout<T>(p: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT
 export class GuardedStore implements RegionStore {
   readonly region: string;
 
+  /**
+   * Present only when the inner store can release and acquire in one call, so
+   * that leased clients behind the guard keep their one round-trip per batch.
+   */
+  readonly renewLease?: LeaseRenewingStore["renewLease"];
+
   constructor(
     readonly inner: RegionStore,
     readonly breaker: CircuitBreaker,
     private readonly options: GuardedStoreOptions,
   ) {
     this.region = inner.region;
+    const renewing = inner as RegionStore & Partial<LeaseRenewingStore>;
+    const renew = renewing.renewLease;
+    if (typeof renew === "function") {
+      this.renewLease = (policy, releases, tokens, durationMs) =>
+        this.run("renewLease", () => renew.call(renewing, policy, releases, tokens, durationMs));
+    }
   }
 
   private async run<T>(op: string, call: () => Promise<T>): Promise<T> {

@@ -43,11 +43,15 @@ it("after leasing N the bucket never refills above capacity − N; release retur
   expect(refunded).toBe(4);
 });
 
-it("a lease takes at most the whole tokens available", async () => {
+it("a lease takes at most the whole tokens available; the shortfall counts as denied demand", async () => {
   const p = policy({ capacity: 3, refillPerSecond: 1e-6 });
   expect((await store.check(p, 0.5)).allowed).toBe(true);
   expect((await store.acquireLease(p, 10, 1000)).granted).toBe(2);
   expect((await store.acquireLease(p, 10, 1000)).granted).toBe(0);
+  // Unmet lease requests are what re-weighting sees of a leasing region's demand.
+  const view = await store.inspect(p);
+  expect(Object.values(view.counters.denied)).toEqual([8 + 10]);
+  expect(Object.values(view.counters.admitted)).toEqual([0.5 + 2]);
 });
 
 it("an expired lease counts as used: nothing comes back, capacity is free again", async () => {

@@ -234,7 +234,7 @@ export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
     }
     case "daemon-kill": {
       // Down between inject and heal, then a new daemon on the same config.
-      const r = regionOf(cluster, region);
+      regionOf(cluster, region); // fails early on an unknown region
       return {
         kind,
         label: `${region}'s gossip daemon SIGKILLed, restarted later`,

@@ -101,7 +101,7 @@ export function toDecision(
   const rateAlg = l.algorithm === "token_bucket" || l.algorithm === "gcra";
   const capacity = rateAlg ? (l.capacity * share) / U - leased : (l.capacity * policy.baseShare) / U;
   const rate = rateAlg ? (l.refillPerSecond * share) / U : 0;
-  const remaining = tokens > 0 ? tokens : 0;
+  const remaining = Math.max(tokens, 0);
   let resetSeconds: number;
   let retryAfterSeconds: number;
   if (rate > 0) {
