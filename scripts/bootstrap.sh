@@ -12,6 +12,12 @@ PNPM_VERSION=$(node -p 'require("./package.json").packageManager.split("@")[1]')
 TOXIPROXY_VERSION=v2.12.0
 
 say() { printf '[bootstrap] %s\n' "$*" >&2; }
+apt_updated=""
+apt_install() { # apt_install PACKAGE: Debian's package, with one `apt-get update` per run
+  export DEBIAN_FRONTEND=noninteractive
+  if [ -z "$apt_updated" ]; then apt-get update -qq >/dev/null || die "apt-get update failed"; apt_updated=1; fi
+  apt-get install -y -qq "$1" >/dev/null || die "apt-get install $1 failed"
+}
 die() { printf '[bootstrap] error: %s\n' "$*" >&2; exit 1; }
 
 command -v node >/dev/null || die "Node.js 20+ is required (https://nodejs.org); not found on PATH"
@@ -39,12 +45,20 @@ fi
 if ! command -v redis-server >/dev/null && [ -z "${GQ_REDIS_SERVER:-}" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     say "installing Debian's redis-server"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null || die "apt-get update failed"
-    apt-get install -y -qq redis-server >/dev/null || die "apt-get install redis-server failed"
+    apt_install redis-server
     # The package may start a system instance on 6379; the tests start their own.
   else
     die "redis-server not found: install it (Debian/Ubuntu: 'sudo apt-get install redis-server'; macOS: 'brew install redis') or set GQ_REDIS_SERVER to its path"
+  fi
+fi
+
+# --- openssl (the TLS transport tests make their certificates with it) -----------
+if ! command -v openssl >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing Debian's openssl"
+    apt_install openssl
+  else
+    die "openssl not found: install it (Debian/Ubuntu: 'sudo apt-get install openssl')"
   fi
 fi
 
