@@ -1,4 +1,5 @@
 import fc from "fast-check";
+import { regionOfReplica } from "@geoquota/crdt";
 import { describe, expect, it } from "vitest";
 import {
   computeTargets,
@@ -12,7 +13,6 @@ import {
   planReturns,
   proportionalTargets,
   type RegionQuota,
-  regionOfReplica,
   totalsByRegion,
   U,
 } from "../src/policy/index.js";

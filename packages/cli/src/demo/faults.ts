@@ -1,33 +1,10 @@
 // The faults the scenarios inject, against a real cluster: a partition cuts a
-// region's gossip links by disabling their Toxiproxy proxies (the daemon sees
-// its connections refused, exactly as with a dead WAN link; Redis and the
-// limiter keep serving), and state loss is FLUSHALL on the region's own Redis,
-// sent on a direct connection (not through a proxy).
+// region's gossip links (Cluster.setGossipLinks disables their Toxiproxy
+// proxies: the daemon sees its connections refused, exactly as with a dead WAN
+// link; Redis and the limiter keep serving), and state loss is FLUSHALL on the
+// region's own Redis, sent on a direct connection (not through a proxy).
 import type { Cluster } from "../cluster/orchestrator.js";
-import { dialPairs } from "../cluster/ids.js";
 import type { ClusterSample } from "./types.js";
-
-/** The proxy names of every gossip link with `region` at either end. */
-export function gossipProxiesOf(ids: readonly string[], region: string): string[] {
-  return dialPairs(ids)
-    .filter(([a, b]) => a === region || b === region)
-    .map(([a, b]) => `gossip_${a}_${b}`);
-}
-
-export async function setGossipLinks(cluster: Cluster, region: string, enabled: boolean): Promise<void> {
-  const toxi = cluster.toxiproxy;
-  if (!toxi) throw new Error("partition needs the cluster started with toxiproxy");
-  const names = gossipProxiesOf(
-    cluster.regions.map((r) => r.id),
-    region,
-  );
-  await Promise.all(
-    names.map(async (name) => {
-      const p = await toxi.server.api.get(name);
-      await p.update({ enabled, listen: p.listen, upstream: p.upstream });
-    }),
-  );
-}
 
 export async function flushRegion(cluster: Cluster, region: string): Promise<void> {
   const r = cluster.regions.find((x) => x.id === region);

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { loadPolicies, lookupPolicy } from "@geoquota/config";
 import { checkGlobalBound, type OracleVerdict, repoRoot } from "@geoquota/testkit";
 import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
-import { flushRegion, recoveryEnd, setGossipLinks } from "./faults.js";
+import { flushRegion, recoveryEnd } from "./faults.js";
 import { type LiveState, type LiveStream, renderLine, ttyFrame } from "./live-view.js";
 import { ClusterPoller } from "./poller.js";
 import type { ReportData } from "./report.js";
@@ -257,7 +257,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
         },
         async onEvent(e, _s, atMs) {
           if (e.kind === "cut") {
-            await setGossipLinks(cluster, e.region, false);
+            await cluster.setGossipLinks(e.region, false);
             faults.push({
               kind: "partition",
               label: `${e.region} partitioned`,
@@ -265,7 +265,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
               endMs: Number.POSITIVE_INFINITY,
             });
           } else if (e.kind === "heal") {
-            await setGossipLinks(cluster, e.region, true);
+            await cluster.setGossipLinks(e.region, true);
             const f = faults.find((x) => x.kind === "partition" && x.endMs === Number.POSITIVE_INFINITY);
             if (f) f.endMs = now();
           } else {

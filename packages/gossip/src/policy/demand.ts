@@ -10,6 +10,7 @@
 // newly seen entry as a baseline: counting its whole value at once would turn
 // an old incarnation re-learned after a restart into a demand spike. The cost
 // is at most one round of a fresh incarnation's demand (utilization only).
+import { regionOfReplica } from "@geoquota/crdt";
 
 /** One reading of a key's counters, by replica id `<region>.<incarnation>`. */
 export interface CounterReading {
@@ -37,15 +38,6 @@ export const DEFAULT_DEMAND_OPTIONS: DemandOptions = { halfLifeMs: 500 };
 
 export function initialDemand(): DemandState {
   return { atUs: undefined, seen: {}, ratePerSec: {} };
-}
-
-/**
- * The region of a replica id. Region ids may contain '.', incarnation ids do
- * not, so the split is at the last '.'; an id without one is a bare region.
- */
-export function regionOfReplica(replica: string): string {
-  const i = replica.lastIndexOf(".");
-  return i <= 0 ? replica : replica.slice(0, i);
 }
 
 /** Sums a per-replica counter by region (all incarnations of a region together). */

@@ -6,7 +6,6 @@ export {
   type DemandState,
   initialDemand,
   observeDemand,
-  regionOfReplica,
   totalsByRegion,
 } from "./demand.js";
 export {
