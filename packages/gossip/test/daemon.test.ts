@@ -64,7 +64,7 @@ class FakeLink {
     this.sent.push({ peer, bytes });
     return true;
   }
-  isUp() {
+  isUp(_peer?: string) {
     return true;
   }
   frames(peer?: string) {
@@ -224,5 +224,34 @@ describe("gossip daemon: deltas, acks, rounds", () => {
     // Never below the floor, never more than its own base.
     for (const g of toHot) expect(g.units).toBeLessThanOrEqual(333_333 - 20_000);
     expect(store.grants.some((g) => g.borrower === "ap-south")).toBe(false);
+  });
+});
+
+describe("gossip daemon: unreachable borrowers", () => {
+  it("does not lend to a region whose link is down", async () => {
+    const { store, link, daemon } = setup();
+    let t = 1_000_000;
+    const hot = (i: number) => {
+      const r = KeyRecord.initial();
+      r.consumed.p.set("eu-west.a", 100 * i);
+      r.denied.set("eu-west.a", 400 * i);
+      return r;
+    };
+    for (let i = 1; i <= 4; i++) {
+      t += 300_000;
+      store.nowUs = t;
+      daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: hot(i) }], i));
+      await daemon.round();
+    }
+    expect(store.grants.some((g) => g.borrower === "eu-west")).toBe(true);
+    // The link to eu-west goes down: no more grants to it, however hot it looked.
+    link.isUp = (peer?: string) => peer !== "eu-west";
+    const before = store.grants.length;
+    for (let i = 0; i < 3; i++) {
+      t += 300_000;
+      store.nowUs = t;
+      await daemon.round();
+    }
+    expect(store.grants.slice(before).filter((g) => g.borrower === "eu-west")).toEqual([]);
   });
 });

@@ -283,6 +283,10 @@ export class GossipDaemon {
     }
     for (const [borrower, units] of Object.entries(decision.grants)) {
       if (units <= 0) continue;
+      // A loan to a region we cannot reach would only be reserved here, never
+      // used there: skip it, so a partition returns our share to us within
+      // D + ε instead of after the borrower's demand estimate decays.
+      if (!this.deps.link.isUp(borrower)) continue;
       try {
         const loan = await this.deps.store.grantLoan(p.policy, borrower, units);
         if (loan) {
