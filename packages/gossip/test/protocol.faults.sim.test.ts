@@ -8,7 +8,7 @@ import { type FaultOptions, runModel, scenarioFor } from "../src/model/index.js"
 
 describe("whole protocol, harsh faults", () => {
   it("stays safe with every fault at its worst", () => {
-    runSeeds("protocol sim (harsh)", { count: 400, firstSeed: 1_000_001, longCount: 6_000 }, (seed) => {
+    runSeeds("protocol sim (harsh)", { count: 800, firstSeed: 1_000_001, longCount: 6_000 }, (seed) => {
       const base = scenarioFor(seed);
       const faults: FaultOptions = {
         dropRate: 0.3,
@@ -23,5 +23,5 @@ describe("whole protocol, harsh faults", () => {
       if (!r.ok) throw new Error(r.failure);
       expect(r.worstShareExcess).toBeLessThanOrEqual(0);
     });
-  });
+  }, 240_000);
 });

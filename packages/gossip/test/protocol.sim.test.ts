@@ -53,11 +53,11 @@ describe("the exact G1 oracle", () => {
 
 describe("whole protocol under random faults", () => {
   it("keeps Σ s ≤ U at every instant, G1 exactly, and converges after heal", () => {
-    const n = runSeeds("protocol sim", { count: 600, longCount: 20_000 }, (seed) =>
+    const n = runSeeds("protocol sim", { count: 1_500, longCount: 20_000 }, (seed) =>
       mustPass(seed, runModel(scenarioFor(seed))),
     );
     expect(n).toBeGreaterThan(0);
-  });
+  }, 240_000);
 });
 
 describe("utilization and re-weighting", () => {

@@ -265,7 +265,11 @@ export class GossipDaemon {
     if (this.now() - entry.lastBusyMs > this.opts.idleMs) this.active.delete(key);
     else this.active.set(key, entry);
     if (this.sample.size < 16 || this.sample.has(key)) {
+      // A bounded sample of keys: label cardinality stays fixed.
       this.sample.set(key, { targets: { ...decision.targets }, recovering: state.recovering });
+      for (const [region, target] of Object.entries(decision.targets)) {
+        this.deps.metrics?.share.set({ key, region }, target);
+      }
     }
 
     // Returns first: they free this region's use before anything else.
