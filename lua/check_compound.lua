@@ -1,26 +1,30 @@
 -- check_compound.lua: several limits (distinct keys) admitted all-or-nothing.
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 gq:dg, then per item i (0-based) 5 keys at 4+5i: P:b, P:c, P:l, P:k, P:z
+-- KEYS: per item i (0-based) 8 keys at 1+8i: gq:inc, gq:dirty, P:b, P:c, P:l, P:k, P:z, gq:dg
 -- ARGV: 1 region, 2 itemCount, then per item i 12 values at 3+12i: algorithm, capacity,
 --       refillPerSecond, windowUs, baseShare, floorShare, policyVersion, epsilonUs, loanDurationUs,
 --       ttlMs, dirtyMember, cost
 -- Returns: {allowed 0|1, failedIndex (0-based, -1 when allowed), nowUs, then per item 6 values:
 --           allowed 0|1, remaining (integer or %.17g string), share, leased, recovering 0|1, resetUs}
 -- (capacity and rate are derived by the caller, as for check.lua)
+-- Each item carries its own shard's marker, change feed and drain generation (items of different
+-- shards work on standalone Redis; Redis Cluster needs all items in one shard, i.e. one slot).
 -- On denial every item's denied counter grows and nothing else is written (but keep()'s
 -- bookkeeping, at most once per drain round or TTL period).
 local now = now_us()
 local region = ARGV[1]
 local n = tonumber(ARGV[2])
-local marker, gen = ensure_marker(KEYS[1], KEYS[3], now)
-local id, born = marker_parts(marker)
 local items = {}
 local failed = -1
 for i = 0, n - 1 do
-  local ko, ao = 4 + 5 * i, 2 + 12 * i
+  local kbase, ao = 8 * i, 2 + 12 * i
+  local ko = kbase + 3
+  local marker, gen = ensure_marker(KEYS[kbase + 1], KEYS[kbase + 8], now)
+  local id, born = marker_parts(marker)
   local P = read_policy(ARGV, ao)
   local cost_str = ARGV[ao + 12]
   local cost = tonumber(cost_str)
-  local it = { P = P, kb = KEYS[ko], kc = KEYS[ko + 1], cost = cost, cost_str = cost_str }
+  local it = { P = P, kb = KEYS[ko], kc = KEYS[ko + 1], kd = KEYS[kbase + 2], cost = cost, cost_str = cost_str,
+               id = id, gen = gen }
   local rec = 0
   if now < rec_end(born, P) then rec = 1 end
   if P.rate_alg then
@@ -52,17 +56,17 @@ local reply = { allowed, failed, now }
 for i = 1, #items do
   local it = items[i]
   if allowed == 1 then
-    count(it.kc, 'p', region, id, it.cost_str)
+    count(it.kc, 'p', region, it.id, it.cost_str)
     it.commit()
   else
-    count(it.kc, 'd', region, id, it.cost_str)
+    count(it.kc, 'd', region, it.id, it.cost_str)
   end
   if it.bk then
     local B = it.bk
-    keep(it.kb, it.kc, KEYS[2], it.P, now, gen, B.xe, B.dg, B.de, B.has, true)
+    keep(it.kb, it.kc, it.kd, it.P, now, it.gen, B.xe, B.dg, B.de, B.has, true)
   else
     local bk = it.wbk
-    keep(it.kb, it.kc, KEYS[2], it.P, now, gen, bk[1], bk[2], bk[3], bk[4], true)
+    keep(it.kb, it.kc, it.kd, it.P, now, it.gen, bk[1], bk[2], bk[3], bk[4], true)
   end
   for j = 1, 6 do reply[#reply + 1] = it.out[j] end
 end

@@ -5,7 +5,9 @@
 -- TIME produce the same doubles. Numbers are written with %.17g (exact round
 -- trip); Lua's tostring would keep only 14 digits.
 --
--- Per-key scripts share one layout:
+-- Per-key scripts share one layout (gq:inc, gq:dirty, gq:dg, gq:rid stand for the
+-- tenant's shard keys gq:{s<k>}:inc etc.; every key of a call shares the hash tag {s<k>},
+-- so each script touches one Redis Cluster slot):
 --   KEYS[1] gq:inc  KEYS[2] gq:dirty  KEYS[3] P:b  KEYS[4] P:c  KEYS[5] P:l  KEYS[6] P:k  KEYS[7] P:z
 --   KEYS[8] gq:dg
 --   ARGV[1] region  ARGV[2..12] policy (see read_policy)  ARGV[13..] script-specific

@@ -6,8 +6,11 @@
 --   replid: compare the primary's replication id with the one stored in gq:rid; on a change (a
 --           failover may have lost the last writes) rotate; a missing gq:rid next to an existing
 --           marker is of unknown provenance and rotates too.
+-- Each shard {s<k>} has its own gq:{s<k>}:inc and gq:{s<k>}:rid (the names below are the shard's);
+-- the TypeScript side (replication.ts) calls this script once per shard.
 -- KEYS: 1 gq:inc, 2 gq:rid
--- ARGV: 1 mode (ensure|rotate|fresh|replid), 2 replid ('' when unused)
+-- ARGV: 1 mode (ensure|rotate|fresh|replid), 2 replid ('' when unused), 3 freshId (fresh mode: the
+--       marker id to use, so every shard of a fresh region gets one marker; '' = this TIME)
 -- Returns: {marker, nowUs, changed 0|1 (rotated, or fresh marker created)}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -21,7 +24,7 @@ end
 if mode == 'rotate' then return rotate() end
 if mode == 'fresh' then
   if marker then return { marker, now, 0 } end
-  marker = string.format('%d:0', now)
+  if ARGV[3] ~= '' then marker = ARGV[3] .. ':0' else marker = string.format('%d:0', now) end
   redis.call('SET', KEYS[1], marker)
   if replid ~= '' then redis.call('SET', KEYS[2], replid) end
   return { marker, now, 1 }

@@ -1,4 +1,5 @@
-// The incarnation marker `gq:inc` = `<id>:<bornUs>` (DESIGN §4). A region that
+// The incarnation marker `gq:{s<k>}:inc` = `<id>:<bornUs>` (DESIGN §4; one per
+// shard k of the key schema, the model holds the one of its key's shard). A region that
 // finds it missing starts a new incarnation born now and is in recovery until
 // born + D + 2ε: it may have lent its share away and forgotten the loans.
 import type { Timing } from "./types.js";

@@ -62,7 +62,7 @@ export function emptyKeyState(): KeyState {
   };
 }
 
-/** A region's global keys: the marker `gq:inc` (the model keeps keys by name). */
+/** A region's shard-wide keys: the marker `gq:{s<k>}:inc` of the modelled key's shard (the model keeps keys by name). */
 export interface RegionState {
   readonly region: string;
   marker: string | undefined;

@@ -10,6 +10,7 @@ import {
   type KeyPolicy,
   LeasedClient,
   type RegionStore,
+  shardOf,
 } from "../src/index.js";
 
 let server: RedisServer;
@@ -80,7 +81,7 @@ describe("leased client on the real store", () => {
       Object.values(after.counters.admitted).reduce((a, b) => a + b, 0) -
       Object.values(after.counters.refunded).reduce((a, b) => a + b, 0);
     expect(net).toBe(250);
-    expect(await redis.hlen(`gq:{${p.tenant}}:${p.resource}:k`)).toBe(0);
+    expect(await redis.hlen(`gq:{s${shardOf(p.tenant)}}:${p.tenant}:${p.resource}:k`)).toBe(0);
   });
 
   it("many leased clients on one bucket: admitted ≤ C + r·T over every sub-interval", async () => {

@@ -5,8 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createGossipStore,
   createRedisStore,
+  dirtyKey,
   initFreshRegion,
+  markerKey,
   type RedisRegionStore,
+  shardOf,
 } from "../src/redis/index.js";
 import { policy, sleep, TIMING } from "./redis-helpers.js";
 
@@ -44,30 +47,30 @@ describe("atomicity", () => {
   it("a denial writes nothing but the denied counter and the change feed", async () => {
     const p = policy({ capacity: 1, refillPerSecond: 1e-6 });
     await store.check(p, 1);
-    const before = await redis.hgetall(`gq:{${p.tenant}}:api:b`);
+    const before = await redis.hgetall(`gq:{s${shardOf(p.tenant)}}:${p.tenant}:api:b`);
     const d = await store.check(p, 1);
     expect(d.allowed).toBe(false);
     // Not even the bookkeeping fields: the admission just before already recorded them.
-    expect(await redis.hgetall(`gq:{${p.tenant}}:api:b`)).toEqual(before);
-    const c = await redis.hgetall(`gq:{${p.tenant}}:api:c`);
-    const marker = (await redis.get("gq:inc"))!;
+    expect(await redis.hgetall(`gq:{s${shardOf(p.tenant)}}:${p.tenant}:api:b`)).toEqual(before);
+    const c = await redis.hgetall(`gq:{s${shardOf(p.tenant)}}:${p.tenant}:api:c`);
+    const marker = (await redis.get(markerKey(shardOf(p.tenant))))!;
     const rid = `eu.${marker.slice(0, marker.indexOf(":"))}`;
     expect(c).toEqual({ [`p|${rid}`]: "1", [`d|${rid}`]: "1" });
-    expect(await redis.sismember("gq:dirty", `${p.tenant}|api`)).toBe(1);
+    expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), `${p.tenant}|api`)).toBe(1);
   });
 
   it("every key gets a TTL: between ttl and 2·ttl, refreshed only when it would fall below ttl", async () => {
     const p = policy({ capacity: 10, refillPerSecond: 10 });
     // ttl = C/r + D + 3ε + 1 s = 1000 + 3000 + 750 + 1000 ms; the scripts set 2·ttl.
     const ttl = 5_750;
-    const keys = ["b", "c"].map((k) => `gq:{${p.tenant}}:api:${k}`);
+    const keys = ["b", "c"].map((k) => `gq:{s${shardOf(p.tenant)}}:${p.tenant}:api:${k}`);
     await store.check(p, 1);
     for (const k of keys) {
       const t = await redis.pttl(k);
       expect(t).toBeGreaterThan(2 * ttl - 500);
       expect(t).toBeLessThanOrEqual(2 * ttl);
     }
-    expect(await redis.pttl("gq:dirty")).toBeGreaterThan(0);
+    expect(await redis.pttl(dirtyKey(shardOf(p.tenant)))).toBeGreaterThan(0);
     // Far from due: the next check leaves the expiries alone (no PEXPIRE).
     await redis.pexpire(keys[0]!, 2 * ttl - 2_000);
     await redis.pexpire(keys[1]!, 2 * ttl - 2_000);
@@ -91,39 +94,39 @@ describe("atomicity", () => {
     const p = policy({ capacity: 100, refillPerSecond: 100 });
     const member = `${p.tenant}|api`;
     await store.check(p, 1);
-    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+    expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), member)).toBe(1);
     // Until the next drain the key does not SADD again (observed by removing it by hand).
-    await redis.srem("gq:dirty", member);
+    await redis.srem(dirtyKey(shardOf(p.tenant)), member);
     await store.check(p, 1);
-    expect(await redis.sismember("gq:dirty", member)).toBe(0);
+    expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), member)).toBe(0);
     await store.check(p, 1);
     await gossip.drainDirty(10_000);
-    expect(await redis.sismember("gq:dirty", member)).toBe(0);
+    expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), member)).toBe(0);
     // After the drain: the next check (and a denial too) marks it again.
     await store.check(p, 1);
-    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+    expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), member)).toBe(1);
     await gossip.drainDirty(10_000);
     expect((await store.check(p, 1_000)).allowed).toBe(false);
-    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+    expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), member)).toBe(1);
     // A refund and a compound check use the same bookkeeping.
     await gossip.drainDirty(10_000);
     await store.refund(p, 1);
-    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+    expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), member)).toBe(1);
     await gossip.drainDirty(10_000);
     await store.checkCompound([{ policy: p, cost: 1 }]);
-    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+    expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), member)).toBe(1);
   });
 
   it("change feed: a key marks itself again once the set's TTL it relied on has passed", async () => {
     const p = policy({ capacity: 100, refillPerSecond: 100 });
     const member = `${p.tenant}|api`;
-    const b = `gq:{${p.tenant}}:api:b`;
+    const b = `gq:{s${shardOf(p.tenant)}}:${p.tenant}:api:b`;
     await store.check(p, 1);
-    await redis.srem("gq:dirty", member);
+    await redis.srem(dirtyKey(shardOf(p.tenant)), member);
     // As if gq:dirty had expired: the recorded bound `de` is in the past.
     await redis.hset(b, "de", "1");
     await store.check(p, 1);
-    expect(await redis.sismember("gq:dirty", member)).toBe(1);
+    expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), member)).toBe(1);
   });
 
   it("fractional costs", async () => {

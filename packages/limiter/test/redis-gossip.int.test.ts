@@ -2,7 +2,14 @@
 import { type RedisServer, startRedis } from "@geoquota/testkit";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { checkPrimary, createGossipStore, createRedisStore, initFreshRegion } from "../src/redis/index.js";
+import {
+  checkPrimary,
+  createGossipStore,
+  createRedisStore,
+  initFreshRegion,
+  replidKey,
+  shardOf,
+} from "../src/redis/index.js";
 import { policy, TIMING } from "./redis-helpers.js";
 
 let server: RedisServer;
@@ -44,11 +51,16 @@ it("a change of the primary's replication id rotates the marker (recovery)", asy
   const gossip = createGossipStore({ redis, region: "eu", timing: TIMING });
   const first = await checkPrimary(redis);
   expect(first.changed).toBe(false);
-  await redis.set("gq:rid", "a-previous-primary");
+  // A failover seen by one shard's record rotates that shard's marker only.
+  const p = policy();
+  const shard = shardOf(p.tenant);
+  await redis.set(replidKey(shard), "a-previous-primary");
   const rotated = await checkPrimary(redis);
   expect(rotated.changed).toBe(true);
-  const inc = await gossip.currentIncarnation();
-  expect(inc.bornUs).toBe(rotated.nowUs);
-  const d = await createRedisStore({ redis, region: "eu", timing: TIMING }).check(policy(), 1);
+  expect(rotated.changedShards).toBe(1);
+  const inc = await gossip.currentIncarnation(p.tenant);
+  expect(inc.bornUs).toBeGreaterThanOrEqual(rotated.nowUs);
+  expect(inc.bornUs).toBeLessThan(rotated.nowUs + 5_000_000);
+  const d = await createRedisStore({ redis, region: "eu", timing: TIMING }).check(p, 1);
   expect(d).toMatchObject({ recovering: true, allowed: false });
 });

@@ -4,7 +4,7 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import * as lease from "@geoquota/lease";
 import { keyLimit } from "../src/redis/args.js";
-import { createRedisStore, initFreshRegion, type RedisRegionStore } from "../src/redis/index.js";
+import { createRedisStore, initFreshRegion, type RedisRegionStore, shardOf } from "../src/redis/index.js";
 import { policy, sleep, TIMING } from "./redis-helpers.js";
 
 let server: RedisServer;
@@ -63,7 +63,7 @@ it("an expired lease counts as used: nothing comes back, capacity is free again"
   expect(v.capacity).toBe(10);
   expect(v.tokens).toBeLessThan(0.001); // no refill to speak of: the leased tokens are spent
   expect((await store.releaseLeaseDetailed(p, lease.leaseId, 0)).returned).toBe(0);
-  expect(await redis.hlen(`gq:{${p.tenant}}:api:k`)).toBe(0);
+  expect(await redis.hlen(`gq:{s${shardOf(p.tenant)}}:${p.tenant}:api:k`)).toBe(0);
 });
 
 it("leases are for the token bucket only, and no longer than D", async () => {
@@ -114,5 +114,5 @@ it("renewLease: releases and the next acquire in one call equal release… then 
     expect(d.capacity).toBe(m.capacity);
   }
   // One EVALSHA per renew: the releases left P:k.
-  expect(await redis.hlen(`gq:{${p.tenant}}:api:k`)).toBe(held.length);
+  expect(await redis.hlen(`gq:{s${shardOf(p.tenant)}}:${p.tenant}:api:k`)).toBe(held.length);
 });

@@ -7,7 +7,9 @@ import {
   createGossipStore,
   createRedisStore,
   type GossipStore,
+  ALL_SHARDS,
   initFreshRegion,
+  markerKey,
   type RedisRegionStore,
 } from "../src/redis/index.js";
 import type { KeyPolicy, LeaseTiming, LoanRecord } from "../src/types.js";
@@ -191,7 +193,7 @@ describe("recovery (DESIGN §4, trap 4)", () => {
     const gossip = createGossipStore({ redis, region: "eu", timing: FAST });
     const old = shared();
     expect((await store.check(old, 1)).allowed).toBe(true);
-    await redis.del("gq:inc");
+    await redis.del(...ALL_SHARDS.map(markerKey));
     const p = shared({ capacity: 10, refillPerSecond: 20 }); // C/r = 0.5 s
     const first = await store.check(p, 1);
     expect(first.recovering).toBe(true);
@@ -202,7 +204,7 @@ describe("recovery (DESIGN §4, trap 4)", () => {
     const again = await store.check(old, 1);
     expect(again).toMatchObject({ recovering: true, share: FLOOR });
     expect(await gossip.grantLoan(p, "us", 1000)).toMatchObject({ ok: false, reason: "recovering" });
-    const inc = await gossip.currentIncarnation();
+    const inc = await gossip.currentIncarnation(p.tenant);
     const recEnd = inc.bornUs + FAST.loanDurationUs + 2 * FAST.epsilonUs;
     expect(inc.bornUs).toBe(first.nowUs);
     await sleep((recEnd - first.nowUs) / 1000 + 20);
@@ -236,6 +238,6 @@ describe("recovery (DESIGN §4, trap 4)", () => {
 
 /** Puts a region back on a never-recovering marker for the tests that follow. */
 async function initFreshRegionAgain(redis: Redis): Promise<void> {
-  await redis.del("gq:inc");
+  await redis.del(...ALL_SHARDS.map(markerKey));
   await initFreshRegion(redis);
 }

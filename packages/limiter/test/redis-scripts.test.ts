@@ -26,7 +26,7 @@ describe("script headers", () => {
     const src = luaSource("check.lua").replace("13 cost", "13 cost, 14 extra");
     expect(() => assertSpecMatchesHeader("check", SCRIPTS.check, src)).toThrow(/GQ_ERR_SCRIPT_HEADER/);
     const h = parseHeader(luaSource("check_compound.lua"));
-    expect(h.itemKeys).toEqual(["P:b", "P:c", "P:l", "P:k", "P:z"]);
+    expect(h.itemKeys).toEqual(["gq:inc", "gq:dirty", "P:b", "P:c", "P:l", "P:k", "P:z", "gq:dg"]);
     expect(h.itemArgv).toHaveLength(12);
   });
 

@@ -2,19 +2,50 @@
 // between the Redis view of a key and the CRDT record gossip ships.
 import type { RegionConfig } from "@geoquota/config";
 import { encodeKey, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
-import { checkPrimary, createGossipStore, type KeyPolicy, type LoanRecord } from "@geoquota/limiter";
+import {
+  checkPrimary,
+  createGossipStore,
+  isCluster,
+  type KeyPolicy,
+  type LoanRecord,
+  parseCounterKey,
+  type RedisClient,
+} from "@geoquota/limiter";
 import type { Redis } from "ioredis";
 import type { InboundLoan } from "../policy/index.js";
 import type { DaemonStore, KeyState } from "./store-port.js";
 
-const KEY_PATTERN = "gq:{*}:*:c";
+/** Counter keys `gq:{s<k>}:<tenant>:<resource>:c` (limiter keys.ts). */
+const KEY_PATTERN = "gq:{s*}:*:*:c";
 
-/** `gq:{tenant}:resource:c` → `tenant|resource`, or undefined for another key. */
+/** `gq:{s<k>}:tenant:resource:c` → `tenant|resource`, or undefined for another key. */
 function keyOfCounterKey(name: string): string | undefined {
-  const m = /^gq:\{([A-Za-z0-9_.-]{1,128})\}:([A-Za-z0-9_.-]{1,128}):c$/.exec(name);
-  if (!m) return undefined;
-  const k = encodeKey(m[1]!, m[2]!);
+  const p = parseCounterKey(name);
+  if (!p) return undefined;
+  const k = encodeKey(p.tenant, p.resource);
   return k.ok ? k.value : undefined;
+}
+
+/**
+ * One SCAN step. On a Cluster the cursor walks the masters in turn:
+ * `<node index>:<node cursor>` ("0" = start and end, as for SCAN).
+ */
+async function scanStep(redis: RedisClient, cursor: string, count: number): Promise<[string, string[]]> {
+  if (!isCluster(redis)) return redis.scan(cursor, "MATCH", KEY_PATTERN, "COUNT", count);
+  const masters: Redis[] = redis
+    .nodes("master")
+    .slice()
+    .sort((a, b) =>
+      `${a.options.host}:${a.options.port}`.localeCompare(`${b.options.host}:${b.options.port}`),
+    );
+  const at = cursor.indexOf(":");
+  let node = at < 0 ? 0 : Number(cursor.slice(0, at));
+  const inner = at < 0 ? "0" : cursor.slice(at + 1);
+  if (!(node >= 0 && node < masters.length)) return ["0", []];
+  const [next, names] = await (masters[node] as Redis).scan(inner, "MATCH", KEY_PATTERN, "COUNT", count);
+  if (next !== "0") return [`${node}:${next}`, names];
+  node += 1;
+  return [node < masters.length ? `${node}:0` : "0", names];
 }
 
 export interface RedisDaemonStoreOptions {
@@ -23,7 +54,7 @@ export interface RedisDaemonStoreOptions {
 }
 
 export async function createRedisDaemonStore(
-  redis: Redis,
+  redis: RedisClient,
   config: Pick<RegionConfig, "region" | "lease">,
   options: RedisDaemonStoreOptions = {},
 ): Promise<DaemonStore & { checkPrimary(): Promise<void> }> {
@@ -61,7 +92,7 @@ export async function createRedisDaemonStore(
     },
 
     async sweepKeys(cursor, count) {
-      const [next, names] = await redis.scan(cursor, "MATCH", KEY_PATTERN, "COUNT", count);
+      const [next, names] = await scanStep(redis, cursor, count);
       const keys: string[] = [];
       for (const n of names) {
         const k = keyOfCounterKey(n);

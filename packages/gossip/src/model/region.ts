@@ -39,7 +39,7 @@ export class ModelRegion {
   private readonly bugs: PlantedBugs;
   state: RegionState;
   key: KeyState;
-  /** Set by every script that changes what gossip carries (the `gq:dirty` feed). */
+  /** Set by every script that changes what gossip carries (the shard's `gq:{s<k>}:dirty` feed). */
   dirty = true;
 
   constructor(id: string, limit: KeyLimit, timing: Timing, bugs: PlantedBugs, startUs: number) {

@@ -3,11 +3,13 @@
 import { type KeyLimit, policyVersion } from "@geoquota/lease";
 import type { KeyPolicy, LeaseTiming } from "../types.js";
 import { RedisStoreError } from "./errors.js";
-import { assertName, DIRTY_KEY, DRAIN_GEN_KEY, dirtyMember, keyNames, MARKER_KEY } from "./keys.js";
+import { assertName, dirtyKey, dirtyMember, drainGenKey, keyNames, markerKey, shardOf } from "./keys.js";
 
 export interface KeyArgs {
-  /** gq:inc, gq:dirty, P:b, P:c, P:l, P:k, P:z, gq:dg */
+  /** gq:{s<k>}:inc, gq:{s<k>}:dirty, P:b, P:c, P:l, P:k, P:z, gq:{s<k>}:dg (k = the tenant's shard) */
   readonly keys: readonly string[];
+  /** The tenant's shard (keys.ts shardOf). */
+  readonly shard: number;
   /** The five per-key names (compound check). */
   readonly itemKeys: readonly string[];
   /** ARGV 2..12 (after the region). */
@@ -66,9 +68,11 @@ function keyArgs(policy: KeyPolicy, timing: LeaseTiming, cache: WeakMap<KeyPolic
     throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `limit of ${policy.tenant}/${policy.resource}`);
   }
   const item = keyNames(policy.tenant, policy.resource);
+  const shard = shardOf(policy.tenant);
   const ttl = ttlMs(policy, timing);
   const out: KeyArgs = {
-    keys: [MARKER_KEY, DIRTY_KEY, ...item, DRAIN_GEN_KEY],
+    keys: [markerKey(shard), dirtyKey(shard), ...item, drainGenKey(shard)],
+    shard,
     itemKeys: item,
     policyArgv: [
       l.algorithm,

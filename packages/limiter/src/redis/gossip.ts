@@ -1,12 +1,19 @@
 // The daemon's side of the store: loans, merges, returns and the change feed.
 // Loan times all come from this region's Redis TIME (trap 7).
-import type { Redis } from "ioredis";
 import type { KeyPolicy, LeaseTiming, LoanRecord } from "../types.js";
 import { type KeyArgs, keyArgsBuilder } from "./args.js";
 import { num, str } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
-import { assertName, DIRTY_KEY, DRAIN_GEN_KEY, parseDirtyMember } from "./keys.js";
-import { durabilityWaiter, ensureIncarnation } from "./replication.js";
+import {
+  ALL_SHARDS,
+  assertName,
+  dirtyKey,
+  drainGenKey,
+  parseDirtyMember,
+  type RedisClient,
+  shardOf,
+} from "./keys.js";
+import { durabilityWaiter, ensureIncarnation, shardNode } from "./replication.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
 import { inspectKey, type KeyStateView } from "./store.js";
 
@@ -26,8 +33,8 @@ export type GrantResult =
 
 export interface GossipStore {
   readonly region: string;
-  /** The marker `<id>:<bornUs>` (created, in recovery, if missing). */
-  currentIncarnation(): Promise<{ marker: string; id: string; bornUs: number; nowUs: number }>;
+  /** The marker `<id>:<bornUs>` of the tenant's shard (shard 0 without a tenant; created, in recovery, if missing). */
+  currentIncarnation(tenant?: string): Promise<{ marker: string; id: string; bornUs: number; nowUs: number }>;
   /** Lends `units` ppm of this region's base to `borrower` until now + duration (default D). */
   grantLoan(policy: KeyPolicy, borrower: string, units: number, durationUs?: number): Promise<GrantResult>;
   /** Merges loans addressed to this region and remote counter entries (`p|r.i` → value, max). */
@@ -44,14 +51,14 @@ export interface GossipStore {
     borrower: string,
     seq: number,
   ): Promise<{ dropped: number; nowUs: number }>;
-  /** Pops up to `max` changed keys from the change feed. */
+  /** Pops up to `max` changed keys from the change feeds of all shards. */
   drainDirty(max: number): Promise<{ nowUs: number; keys: { tenant: string; resource: string }[] }>;
   /** Everything the region holds for one key (counters, loans, leases, share), read-only. */
   readKeyState(policy: KeyPolicy): Promise<KeyStateView>;
 }
 
 export interface GossipStoreOptions {
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   readonly region: string;
   readonly timing: LeaseTiming;
   /** WAIT timeout for grant and return durability, ms. Default 100. */
@@ -66,12 +73,14 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
   const scripts: ScriptCaller = bindScripts(redis);
   const args: (p: KeyPolicy) => KeyArgs = keyArgsBuilder(timing);
   const waitDurable = durabilityWaiter(redis, options.waitTimeoutMs ?? 100);
+  let drainStart = 0;
 
   return {
     region,
 
-    async currentIncarnation() {
-      const r = await ensureIncarnation(redis);
+    async currentIncarnation(tenant) {
+      if (tenant !== undefined) assertName("tenant", tenant);
+      const r = await ensureIncarnation(redis, tenant === undefined ? 0 : shardOf(tenant));
       const at = r.marker.indexOf(":");
       return {
         marker: r.marker,
@@ -98,7 +107,7 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
       if (num(r[0], "ok") !== 1) {
         return { ok: false, reason: str(r[1], "reason") as "floor", nowUs };
       }
-      const { durable } = await waitDurable();
+      const { durable } = await waitDurable(a.shard);
       const loan: LoanRecord = {
         lender: region,
         borrower,
@@ -134,7 +143,7 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
       const a = args(policy);
       const r = await scripts.call("loanReturn", a.keys, [region, ...a.policyArgv, lender]);
       const seq = num(r[0], "seq");
-      const durable = seq > 0 ? (await waitDurable()).durable : true;
+      const durable = seq > 0 ? (await waitDurable(a.shard)).durable : true;
       return { seq, nowUs: num(r[1], "now"), durable };
     },
 
@@ -149,9 +158,30 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
       if (!Number.isInteger(max) || max < 1 || max > MAX_DRAIN) {
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `drain max ${max}`);
       }
-      const r = await scripts.call("drainDirty", [DIRTY_KEY, DRAIN_GEN_KEY], [max]);
-      const members = Array.isArray(r[1]) ? r[1].map((m) => parseDirtyMember(str(m, "member"))) : [];
-      return { nowUs: num(r[0], "now"), keys: members };
+      // One SCARD per shard to share the budget (starting at a rotating shard, so a
+      // budget smaller than the backlog serves every shard in turn), then drain_dirty
+      // on every shard: each starts a new drain generation even when it pops
+      // nothing, as the single feed did.
+      const sizes = await Promise.all(ALL_SHARDS.map((k) => shardNode(redis, k).scard(dirtyKey(k))));
+      const take = ALL_SHARDS.map(() => 0);
+      let budget = max;
+      for (let i = 0; i < ALL_SHARDS.length && budget > 0; i++) {
+        const k = (drainStart + i) % ALL_SHARDS.length;
+        const n = Math.min(sizes[k] ?? 0, budget);
+        take[k] = n;
+        budget -= n;
+      }
+      drainStart = (drainStart + 1) % ALL_SHARDS.length;
+      const replies = await Promise.all(
+        ALL_SHARDS.map((k) => scripts.call("drainDirty", [dirtyKey(k), drainGenKey(k)], [take[k] ?? 0])),
+      );
+      let nowUs = 0;
+      const keys: { tenant: string; resource: string }[] = [];
+      for (const r of replies) {
+        nowUs = Math.max(nowUs, num(r[0], "now"));
+        if (Array.isArray(r[1])) for (const m of r[1]) keys.push(parseDirtyMember(str(m, "member")));
+      }
+      return { nowUs, keys };
     },
 
     readKeyState(policy) {

@@ -3,7 +3,22 @@ export { ttlMs } from "./args.js";
 export { type RedisStoreErrorCode, RedisStoreError, RedisStoreErrors } from "./errors.js";
 export { createGossipStore, type GossipStore, type GossipStoreOptions, type GrantResult } from "./gossip.js";
 export { parseHeader, type ScriptHeader } from "./header.js";
-export { DIRTY_KEY, DRAIN_GEN_KEY, dirtyMember, keyNames, MARKER_KEY, REPLID_KEY } from "./keys.js";
+export {
+  ALL_SHARDS,
+  dirtyKey,
+  dirtyMember,
+  drainGenKey,
+  isCluster,
+  keyNames,
+  markerKey,
+  parseCounterKey,
+  type RedisClient,
+  replidKey,
+  SHARDS,
+  shardOf,
+  shardSlot,
+  shardTag,
+} from "./keys.js";
 export {
   checkPrimary,
   durabilityWaiter,
@@ -13,6 +28,7 @@ export {
   type ReplicationInfo,
   replicationInfo,
   rotateIncarnation,
+  shardNode,
 } from "./replication.js";
 export { assertSpecMatchesHeader, bindScripts, luaSource, ScriptCaller, scriptSources } from "./scripts.js";
 export { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";

@@ -1,13 +1,57 @@
-// Key schema of docs/internals.md. Every per-key name carries the `{tenant}`
-// hash tag; `gq:inc`, `gq:rid`, `gq:dirty` and `gq:dg` are global (a documented
-// limitation: no Redis Cluster in this version).
+// Key schema of docs/internals.md. Every key a script touches carries one
+// hash tag `{s<k>}`, k = shardOf(tenant) ∈ [0, SHARDS): the tenant's keys and
+// its shard's marker, change feed, drain generation and replid record all
+// hash to one slot, so every script is Redis-Cluster safe.
+import type { Cluster, Redis } from "ioredis";
 import { RedisStoreError } from "./errors.js";
 
-export const MARKER_KEY = "gq:inc";
-export const REPLID_KEY = "gq:rid";
-export const DIRTY_KEY = "gq:dirty";
-/** The change feed's drain generation (lua/drain_dirty.lua, lib.lua keep()). */
-export const DRAIN_GEN_KEY = "gq:dg";
+/** A region's Redis: a standalone server (primary) or a Redis Cluster. */
+export type RedisClient = Redis | Cluster;
+
+export function isCluster(redis: RedisClient): redis is Cluster {
+  return (redis as { isCluster?: boolean }).isCluster === true;
+}
+
+/** Number of shards (hash tags) the global keys are split into. Fixed: changing it moves every key. */
+export const SHARDS = 256;
+
+/**
+ * The tenant's shard: FNV-1a 32-bit of the tenant's UTF-8 bytes (names are
+ * ASCII, see assertName) modulo SHARDS. Stable across processes and versions.
+ */
+export function shardOf(tenant: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < tenant.length; i++) {
+    h ^= tenant.charCodeAt(i) & 0xff;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % SHARDS;
+}
+
+/** The hash tag of a shard, braces included. */
+export function shardTag(shard: number): string {
+  return `{s${shard}}`;
+}
+
+/** Incarnation marker of a shard (`<id>:<bornUs>`). */
+export function markerKey(shard: number): string {
+  return `gq:${shardTag(shard)}:inc`;
+}
+/** Primary's replication id the shard's marker belongs to. */
+export function replidKey(shard: number): string {
+  return `gq:${shardTag(shard)}:rid`;
+}
+/** Change feed of a shard (set of `tenant|resource`). */
+export function dirtyKey(shard: number): string {
+  return `gq:${shardTag(shard)}:dirty`;
+}
+/** The shard's change-feed drain generation (lua/drain_dirty.lua, lib.lua keep()). */
+export function drainGenKey(shard: number): string {
+  return `gq:${shardTag(shard)}:dg`;
+}
+
+/** 0 … SHARDS − 1. */
+export const ALL_SHARDS: readonly number[] = Array.from({ length: SHARDS }, (_, i) => i);
 
 const NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 
@@ -17,8 +61,15 @@ export function assertName(kind: string, value: string): void {
 
 /** P:b, P:c, P:l, P:k, P:z of one (tenant, resource), in script KEYS order. */
 export function keyNames(tenant: string, resource: string): [string, string, string, string, string] {
-  const p = `gq:{${tenant}}:${resource}`;
+  const p = `gq:${shardTag(shardOf(tenant))}:${tenant}:${resource}`;
   return [`${p}:b`, `${p}:c`, `${p}:l`, `${p}:k`, `${p}:z`];
+}
+
+/** `gq:{s<k>}:<tenant>:<resource>:c` → tenant and resource, or undefined for another key. */
+export function parseCounterKey(name: string): { tenant: string; resource: string } | undefined {
+  const m = /^gq:\{s(\d{1,3})\}:([A-Za-z0-9_.-]{1,128}):([A-Za-z0-9_.-]{1,128}):c$/.exec(name);
+  if (!m || shardOf(m[2] as string) !== Number(m[1])) return undefined;
+  return { tenant: m[2] as string, resource: m[3] as string };
 }
 
 /** The change-feed member of a key. */
@@ -29,4 +80,24 @@ export function dirtyMember(tenant: string, resource: string): string {
 export function parseDirtyMember(member: string): { tenant: string; resource: string } {
   const at = member.indexOf("|");
   return { tenant: member.slice(0, at), resource: member.slice(at + 1) };
+}
+
+const CRC16_TABLE = (() => {
+  const t = new Uint16Array(256);
+  for (let i = 0; i < 256; i++) {
+    let c = i << 8;
+    for (let j = 0; j < 8; j++) c = c & 0x8000 ? ((c << 1) ^ 0x1021) & 0xffff : (c << 1) & 0xffff;
+    t[i] = c;
+  }
+  return t;
+})();
+
+/** Redis Cluster hash slot of a shard's keys (CRC16/XMODEM of `s<k>` mod 16384). */
+export function shardSlot(shard: number): number {
+  const tag = `s${shard}`;
+  let crc = 0;
+  for (let i = 0; i < tag.length; i++) {
+    crc = ((crc << 8) & 0xffff) ^ (CRC16_TABLE[((crc >> 8) ^ tag.charCodeAt(i)) & 0xff] as number);
+  }
+  return crc % 16384;
 }

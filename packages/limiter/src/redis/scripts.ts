@@ -3,9 +3,9 @@
 // SCRIPT FLUSH or a restarted server is harmless). Never used inside MULTI,
 // where ioredis cannot fall back.
 import { readFileSync } from "node:fs";
-import type { Redis } from "ioredis";
 import { RedisStoreError } from "./errors.js";
 import { parseHeader } from "./header.js";
+import type { RedisClient } from "./keys.js";
 import { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
 
 const LUA_DIR = new URL("../../../../lua/", import.meta.url);
@@ -67,7 +67,7 @@ type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 const COMMAND_PREFIX = "gq_";
 
 /** Defines every script on `redis` (idempotent) and returns a caller checking arities. */
-export function bindScripts(redis: Redis): ScriptCaller {
+export function bindScripts(redis: RedisClient): ScriptCaller {
   const target = redis as unknown as Record<string, unknown>;
   for (const [name, lua] of scriptSources()) {
     const cmd = COMMAND_PREFIX + name;
@@ -80,7 +80,7 @@ export function bindScripts(redis: Redis): ScriptCaller {
 }
 
 export class ScriptCaller {
-  constructor(private readonly redis: Redis) {}
+  constructor(private readonly redis: RedisClient) {}
 
   /** Runs a script; `keys` and `argv` must match its spec (the header) in length. */
   async call(

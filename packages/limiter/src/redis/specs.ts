@@ -2,7 +2,11 @@
 // these lists with the `-- KEYS:` / `-- ARGV:` blocks of lua/*.lua at load
 // time and in a test, so the bindings cannot drift from the scripts.
 
-/** Per-key scripts: the 8 keys and the 12 leading arguments they all share. */
+/**
+ * Per-key scripts: the 8 keys and the 12 leading arguments they all share.
+ * `gq:inc`, `gq:dirty`, `gq:dg`, `gq:rid` name the tenant's shard keys
+ * (`gq:{s<k>}:inc`, …, keys.ts): all KEYS of one call share one hash tag.
+ */
 export const KEY_SCRIPT_KEYS = ["gq:inc", "gq:dirty", "P:b", "P:c", "P:l", "P:k", "P:z", "gq:dg"] as const;
 export const POLICY_ARGV = [
   "algorithm",
@@ -42,9 +46,9 @@ export const SCRIPTS = {
   refund: keyScript("refund.lua", ["cost"]),
   checkCompound: {
     file: "check_compound.lua",
-    keys: ["gq:inc", "gq:dirty", "gq:dg"],
+    keys: [],
     argv: ["region", "itemCount"],
-    itemKeys: ["P:b", "P:c", "P:l", "P:k", "P:z"],
+    itemKeys: KEY_SCRIPT_KEYS,
     itemArgv: [...POLICY_ARGV, "cost"],
   },
   leaseAcquire: {
@@ -58,7 +62,7 @@ export const SCRIPTS = {
   loanReturnReceived: keyScript("loan_return_received.lua", ["borrower", "seq"]),
   inspect: keyScript("inspect.lua", []),
   drainDirty: { file: "drain_dirty.lua", keys: ["gq:dirty", "gq:dg"], argv: ["max"] },
-  regionInit: { file: "region_init.lua", keys: ["gq:inc", "gq:rid"], argv: ["mode", "replid"] },
+  regionInit: { file: "region_init.lua", keys: ["gq:inc", "gq:rid"], argv: ["mode", "replid", "freshId"] },
 } as const satisfies Record<string, ScriptSpec>;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -1,7 +1,6 @@
 // The Redis-backed RegionStore: one EVALSHA per call against the region's
 // own Redis (G3). All times come from the scripts' Redis TIME.
 import { randomBytes } from "node:crypto";
-import type { Redis } from "ioredis";
 import type {
   CompoundDecision,
   Decision,
@@ -15,12 +14,12 @@ import type {
 import { assertCost, type KeyArgs, keyArgsBuilder } from "./args.js";
 import { num, pairs, parseLoan, str } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
-import { assertName } from "./keys.js";
+import { assertName, isCluster, type RedisClient } from "./keys.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
 
 export interface RedisStoreOptions {
-  /** The region's Redis (this store never closes it unless `ownsConnection`). */
-  readonly redis: Redis;
+  /** The region's Redis or Redis Cluster (this store never closes it unless `ownsConnection`). */
+  readonly redis: RedisClient;
   readonly region: string;
   readonly timing: LeaseTiming;
   /** close() quits the connection too. Default false. */
@@ -134,6 +133,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
   assertName("region", region);
   const scripts: ScriptCaller = bindScripts(redis);
   const args: (p: KeyPolicy) => KeyArgs = keyArgsBuilder(timing);
+  const cluster = isCluster(redis);
 
   const single = async (
     name: "check" | "refund",
@@ -201,6 +201,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     async checkCompound(items) {
       const seen = new Set<string>();
       const keys: string[] = [];
+      let firstShard = -1;
       const argv: (string | number)[] = [region, items.length];
       for (const it of items) {
         assertCost(it.cost);
@@ -208,8 +209,14 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
         const id = `${it.policy.tenant}\u0000${it.policy.resource}`;
         if (seen.has(id)) throw new RedisStoreError("GQ_ERR_COMPOUND_DUPLICATE", id.replace("\u0000", "/"));
         seen.add(id);
-        if (keys.length === 0) keys.push(a.keys[0] as string, a.keys[1] as string, a.keys[7] as string);
-        keys.push(...a.itemKeys);
+        if (cluster && a.shard !== firstShard && firstShard >= 0) {
+          throw new RedisStoreError(
+            "GQ_ERR_BAD_ARGUMENT",
+            "a compound check on Redis Cluster needs all tenants in one shard (one hash slot)",
+          );
+        }
+        if (firstShard < 0) firstShard = a.shard;
+        keys.push(...a.keys);
         argv.push(...a.policyArgv, String(it.cost));
       }
       if (items.length === 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", "empty compound check");
