@@ -49,6 +49,8 @@ export const RegionConfigSchema = z
         url: z.string().regex(/^rediss?:\/\/.+/, "expected redis:// or rediss:// URL"),
         /** Per-call timeout: a slower answer counts as a failure for the breaker. */
         timeoutMs: intIn(1, 10_000).default(50),
+        /** The URL is one node of a Redis Cluster: connect with a cluster client (slots are discovered). */
+        cluster: z.boolean().default(false),
       })
       .strict(),
     regions: z

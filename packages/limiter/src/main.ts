@@ -3,7 +3,7 @@
 // in-process for tests and the cluster orchestrator.
 import { loadPolicies, loadRegionConfig, type PolicySet, type RegionConfig } from "@geoquota/config";
 import type { FastifyInstance } from "fastify";
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import { type AppConfig, buildApp } from "./app.js";
 import type { Limiter } from "./limiter.js";
 import { createRedisStore, initFreshRegion } from "./redis/index.js";
@@ -24,7 +24,7 @@ export interface StartRegionOptions {
   /** A ready store; when absent, one is built on `redis` or `config.redis.url`. */
   readonly store?: RegionStore;
   /** An ioredis connection (not closed by close()) or a URL (connection owned by the service). */
-  readonly redis?: Redis | string;
+  readonly redis?: Redis | Cluster | string;
   /** Override `config.listen` (port 0 = any free port). */
   readonly host?: string;
   readonly port?: number;
@@ -38,21 +38,39 @@ export interface StartRegionOptions {
   readonly fresh?: boolean;
 }
 
-/** ioredis tuned for a limiter: fail fast when disconnected so the breaker sees it, reconnect forever. */
-export function connectRegionRedis(url: string): Redis {
-  const redis = new Redis(url, {
-    enableOfflineQueue: false,
+/**
+ * ioredis tuned for a limiter: fail fast when disconnected so the breaker sees
+ * it, reconnect forever. With `cluster`, the URL is one seed node of a Redis
+ * Cluster and the client discovers the slots (every script touches one slot).
+ */
+export function connectRegionRedis(url: string, cluster = false): Redis | Cluster {
+  const options = {
     maxRetriesPerRequest: 0,
     connectTimeout: 1000,
-    retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
-  });
+    retryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
+  };
+  if (cluster) {
+    const u = new URL(url);
+    const c = new Cluster([{ host: u.hostname, port: Number(u.port || 6379) }], {
+      enableOfflineQueue: false,
+      clusterRetryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
+      redisOptions: {
+        ...options,
+        ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+        ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
+      },
+    });
+    c.on("error", () => {});
+    return c;
+  }
+  const redis = new Redis(url, { ...options, enableOfflineQueue: false });
   // Without a listener ioredis prints every connection error to the console.
   redis.on("error", () => {});
   return redis;
 }
 
 /** Resolves once the connection is ready (commands fail fast before that: no offline queue). */
-function waitReady(redis: Redis, timeoutMs: number): Promise<void> {
+function waitReady(redis: Redis | Cluster, timeoutMs: number): Promise<void> {
   if (redis.status === "ready") return Promise.resolve();
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -69,14 +87,14 @@ function waitReady(redis: Redis, timeoutMs: number): Promise<void> {
 
 export async function startRegionService(options: StartRegionOptions): Promise<RegionService> {
   const { config } = options;
-  let ownedRedis: Redis | undefined;
+  let ownedRedis: Redis | Cluster | undefined;
   let store = options.store;
   let ping: (() => Promise<unknown>) | undefined;
   if (store === undefined) {
-    let redis: Redis;
-    if (options.redis instanceof Redis) redis = options.redis;
+    let redis: Redis | Cluster;
+    if (options.redis instanceof Redis || options.redis instanceof Cluster) redis = options.redis;
     else {
-      ownedRedis = connectRegionRedis(options.redis ?? config.redis.url);
+      ownedRedis = connectRegionRedis(options.redis ?? config.redis.url, config.redis.cluster);
       redis = ownedRedis;
     }
     ping = () => redis.ping();

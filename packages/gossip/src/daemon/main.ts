@@ -3,7 +3,7 @@
 // server for /healthz, /readyz, /metrics and /v1/status.
 import { createServer, type Server } from "node:http";
 import { loadPolicies, loadRegionConfig, type RegionConfig, resolvePolicy } from "@geoquota/config";
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import pino from "pino";
 import { Registry } from "prom-client";
 import { Mesh } from "../transport/index.js";
@@ -48,10 +48,12 @@ export async function startGossip(
 ): Promise<RunningGossip> {
   const log = options.logger ?? pino({ level: "silent" });
   const registry = new Registry();
-  const redis = new Redis(config.gossip.redisUrl ?? config.redis.url, {
-    maxRetriesPerRequest: 1,
-    enableAutoPipelining: false,
-  });
+  const url = config.gossip.redisUrl ?? config.redis.url;
+  const redisOptions = { maxRetriesPerRequest: 1, enableAutoPipelining: false };
+  // With redis.cluster the URL is one seed node; every script touches one slot.
+  const redis = config.redis.cluster
+    ? new Cluster([{ host: new URL(url).hostname, port: Number(new URL(url).port || 6379) }], { redisOptions })
+    : new Redis(url, redisOptions);
   redis.on("error", (err) => log.warn({ err: err.message }, "redis error"));
   // The daemon watches the primary's replication id: a failover to a replica
   // that may have missed writes puts the region into recovery (DESIGN §4).
