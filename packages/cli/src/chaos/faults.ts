@@ -11,19 +11,7 @@ import { addToxic, removeToxic, type ToxicSpec } from "./toxics.js";
 
 export type FaultClass = "gossip" | "redis" | "daemon";
 
-export type FaultKind =
-  | "isolate"
-  | "split"
-  | "asymmetric"
-  | "flapping"
-  | "slow-link"
-  | "reset-peer"
-  | "redis-loss"
-  | "flush"
-  | "redis-restart"
-  | "daemon-kill";
-
-export const FAULT_KINDS: readonly FaultKind[] = [
+export const FAULT_KINDS = [
   "isolate",
   "split",
   "asymmetric",
@@ -34,7 +22,8 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   "flush",
   "redis-restart",
   "daemon-kill",
-];
+] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export const FAULT_CLASS: Readonly<Record<FaultKind, FaultClass>> = {
   isolate: "gossip",

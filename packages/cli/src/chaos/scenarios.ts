@@ -4,19 +4,8 @@
 import { FAULT_CLASS, FAULT_KINDS, type FaultKind } from "./faults.js";
 import { createRng, type Rng, subSeed } from "./rng.js";
 
-export const SCENARIO_NAMES = [
-  "isolate",
-  "split",
-  "asymmetric",
-  "flapping",
-  "slow-link",
-  "reset-peer",
-  "redis-loss",
-  "flush",
-  "redis-restart",
-  "daemon-kill",
-  "random",
-] as const;
+/** Every fault kind as a scenario of its own, plus a random mix of them. */
+export const SCENARIO_NAMES = [...FAULT_KINDS, "random"] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 
 export interface PlannedFault {
