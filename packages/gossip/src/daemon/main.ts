@@ -52,7 +52,9 @@ export async function startGossip(
   const redisOptions = { maxRetriesPerRequest: 1, enableAutoPipelining: false };
   // With redis.cluster the URL is one seed node; every script touches one slot.
   const redis = config.redis.cluster
-    ? new Cluster([{ host: new URL(url).hostname, port: Number(new URL(url).port || 6379) }], { redisOptions })
+    ? new Cluster([{ host: new URL(url).hostname, port: Number(new URL(url).port || 6379) }], {
+        redisOptions,
+      })
     : new Redis(url, redisOptions);
   redis.on("error", (err) => log.warn({ err: err.message }, "redis error"));
   // The daemon watches the primary's replication id: a failover to a replica
