@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what geoquota needs on a fresh machine, idempotently:
 #   - pnpm (pinned by package.json's packageManager) and the node packages (frozen lockfile);
-#   - redis-server (Debian's package) when missing;
+#   - redis-server, openssl, spin, gcc and promtool (Debian's packages) when missing;
 #   - the real Toxiproxy server, built from its Go module into .bin/ when missing.
 # Called by both README commands; safe to run again.
 set -euo pipefail
@@ -15,8 +15,13 @@ say() { printf '[bootstrap] %s\n' "$*" >&2; }
 apt_updated=""
 apt_install() { # apt_install PACKAGE: Debian's package, with one `apt-get update` per run
   export DEBIAN_FRONTEND=noninteractive
-  if [ -z "$apt_updated" ]; then apt-get update -qq >/dev/null || die "apt-get update failed"; apt_updated=1; fi
-  apt-get install -y -qq "$1" >/dev/null || die "apt-get install $1 failed"
+  local log; log=$(mktemp)
+  if [ -z "$apt_updated" ]; then
+    apt-get update -qq >"$log" 2>&1 || { sed 's/^/[bootstrap]   /' "$log" >&2; die "apt-get update failed (its messages are above)"; }
+    apt_updated=1
+  fi
+  apt-get install -y -qq "$1" >"$log" 2>&1 || { sed 's/^/[bootstrap]   /' "$log" >&2; die "apt-get install $1 failed (its messages are above)"; }
+  rm -f "$log"
 }
 die() { printf '[bootstrap] error: %s\n' "$*" >&2; exit 1; }
 
@@ -24,21 +29,15 @@ command -v node >/dev/null || die "Node.js 20+ is required (https://nodejs.org);
 node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' \
   || die "Node.js 20+ is required, found $(node --version)"
 
-# --- pnpm, pinned -----------------------------------------------------------
-if ! command -v pnpm >/dev/null || [ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]; then
-  say "installing pnpm@$PNPM_VERSION"
-  if command -v corepack >/dev/null && corepack enable >/dev/null 2>&1 && corepack prepare "pnpm@$PNPM_VERSION" --activate >/dev/null 2>&1 \
-     && [ "$(pnpm --version 2>/dev/null)" = "$PNPM_VERSION" ]; then
-    :
-  else
-    npm install -g "pnpm@$PNPM_VERSION" >/dev/null 2>&1 || die "could not install pnpm@$PNPM_VERSION with npm"
-  fi
-fi
+# --- pnpm, pinned, under .bin/pnpm (scripts/lib/pnpm.sh says why) -------------
+# shellcheck source=lib/pnpm.sh
+source scripts/lib/pnpm.sh
+gq_ensure_pnpm "$ROOT" || die "could not install pnpm@$PNPM_VERSION (the messages above say why)"
 
 # --- node packages ------------------------------------------------------------
 if [ ! -f node_modules/.modules.yaml ] || [ pnpm-lock.yaml -nt node_modules/.modules.yaml ] || [ -n "${GQ_FORCE_INSTALL:-}" ]; then
   say "installing node packages (pnpm install --frozen-lockfile)"
-  pnpm install --frozen-lockfile --reporter=silent || die "pnpm install failed"
+  pnpm install --frozen-lockfile --reporter=append-only || die "pnpm install failed (its messages are above)"
 fi
 
 # --- redis-server ---------------------------------------------------------------
@@ -52,15 +51,22 @@ if ! command -v redis-server >/dev/null && [ -z "${GQ_REDIS_SERVER:-}" ]; then
   fi
 fi
 
-# --- openssl (the TLS transport tests make their certificates with it) -----------
-if ! command -v openssl >/dev/null; then
+# --- Debian tools the tests use ---------------------------------------------------
+# openssl: the TLS tests make their certificates; spin + a C compiler: the
+# Promela model check (model/); promtool (Debian's prometheus): the alert rules.
+need_tool() { # need_tool COMMAND PACKAGE
+  command -v "$1" >/dev/null && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    say "installing Debian's openssl"
-    apt_install openssl
+    say "installing Debian's $2 (for $1)"
+    apt_install "$2"
   else
-    die "openssl not found: install it (Debian/Ubuntu: 'sudo apt-get install openssl')"
+    die "$1 not found: install it (Debian/Ubuntu: 'sudo apt-get install $2')"
   fi
-fi
+}
+need_tool openssl openssl
+need_tool spin spin
+need_tool cc gcc
+need_tool promtool prometheus
 
 # --- Toxiproxy server -----------------------------------------------------------
 mkdir -p .bin

@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# The pinned pnpm lives under .bin/pnpm: put it first on PATH here too.
+source scripts/lib/pnpm.sh && gq_ensure_pnpm
 exec node packages/cli/bin/geoquota.mjs demo "$@"

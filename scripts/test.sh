@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# The pinned pnpm lives under .bin/pnpm: put it first on PATH here too.
+source scripts/lib/pnpm.sh && gq_ensure_pnpm
 step() { printf '\n== %s\n' "$*"; }
 mkdir -p .tmp
 if [ "$#" -gt 0 ]; then
