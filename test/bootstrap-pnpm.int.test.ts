@@ -21,7 +21,7 @@ import { describe, expect, it } from "vitest";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const pinned = (
   JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { packageManager: string }
-).packageManager.split("@")[1];
+).packageManager.split("@")[1] as string;
 
 const corepackError =
   "Internal Error: Error when performing the request to https://registry.npmjs.org/pnpm; " +
