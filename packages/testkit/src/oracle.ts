@@ -18,7 +18,7 @@ export interface Admission {
   /** Admitted cost, gross (refunds are separate records and count only when they match). */
   readonly cost: number;
   /** What refunds name to reverse this admission (e.g. its refund receipt); none: not refundable. */
-  readonly id?: string;
+  readonly id?: string | undefined;
 }
 
 /** A refund the service accepted, as the client recorded it. */
