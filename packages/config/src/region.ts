@@ -111,7 +111,8 @@ export const RegionConfigSchema = z
     }),
     lease: z
       .strictObject({
-        epsilonMs: intIn(0, 60_000).default(250),
+        /** ε ≥ 1 ms: 0 would silently assume perfectly synchronized clocks (DESIGN §3's margin gone). */
+        epsilonMs: intIn(1, 60_000).default(250),
         loanDurationMs: intIn(100, 3_600_000).default(3000),
       })
       .default({ epsilonMs: 250, loanDurationMs: 3000 }),

@@ -104,6 +104,7 @@ describe("region config", () => {
       "leased.durationMs: expected ≤ lease.loanDurationMs (D) = 1500",
     ],
     [{ leased: { marginMs: 0 } }, "leased.marginMs: expected number ≥ 1"],
+    [{ lease: { epsilonMs: 0, loanDurationMs: 3000 } }, "lease.epsilonMs: expected number ≥ 1"],
     [{ refund: { windowMs: 0 } }, "refund.windowMs: expected number ≥ 100"],
     [{ refund: { secret: "short" } }, "refund.secret"],
     [{ refund: { windowMs: 1000, extra: 1 } }, `refund: Unrecognized key: "extra"`],
