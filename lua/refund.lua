@@ -1,15 +1,29 @@
--- refund.lua: gives `cost` back to one key (rate: clamped to the capacity; windows: count ≥ 0).
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
+-- refund.lua: gives `cost` of one admission back, named by its refund receipt, at most once (DESIGN §7).
+-- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg, 9 P:f
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
---       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 cost
--- Returns: {1, remaining (integer or %.17g string), share, leased, recovering 0|1, nowUs, resetUs}
--- (the layout of check.lua)
+--       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 cost,
+--       14 receiptId, 15 admittedUs, 16 expiresUs
+-- Returns: {status, remaining (integer or %.17g string), share, leased, recovering 0|1, nowUs, resetUs}
+-- status 1: refunded (rate: clamped to the capacity; windows: count ≥ 0; the layout of check.lua).
+-- Refused, nothing written but a missing marker: -1 the receipt was used already, -2 TIME ≥ expiresUs,
+-- -3 admitted before this incarnation was born (the bucket it came from was lost).
+-- The caller verified the receipt (HMAC, region, key) and cost ≤ its cost. P:f remembers used
+-- receipts (member id, score expiresUs) until they expire, so each is refunded once.
 local now = now_us()
 local P = read_policy(ARGV, 1)
 local cost_str = ARGV[13]
 local cost = tonumber(cost_str)
+local expires = tonumber(ARGV[16])
 local marker, gen = ensure_marker(KEYS[1], KEYS[8], now)
 local id, born = marker_parts(marker)
+if tonumber(ARGV[15]) < born then return { -3, 0, 0, 0, 0, now, 0 } end
+if now >= expires then return { -2, 0, 0, 0, 0, now, 0 } end
+redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now)
+if redis.call('ZADD', KEYS[9], 'NX', ARGV[16], ARGV[14]) == 0 then return { -1, 0, 0, 0, 0, now, 0 } end
+-- The set outlives its latest receipt: NX sets a first expiry, GT only extends it.
+local ttl = math.floor((expires - now) / 1000) + 1
+redis.call('PEXPIRE', KEYS[9], ttl, 'NX')
+redis.call('PEXPIRE', KEYS[9], ttl, 'GT')
 local rec = 0
 if now < rec_end(born, P) then rec = 1 end
 count(KEYS[4], 'n', ARGV[1], id, cost_str)

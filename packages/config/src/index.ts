@@ -20,6 +20,7 @@ export {
   withPolicy,
 } from "./policies.js";
 export {
+  deriveRefundSecret,
   loadRegionConfig,
   type ParseOptions,
   parseRegionConfig,

@@ -46,6 +46,21 @@ export const PolicySpecSchema = z
     if (windowed && p.windowMs === undefined) {
       ctx.addIssue({ code: "custom", message: `expected windowMs for ${p.algorithm}`, path: ["windowMs"] });
     }
+    // Fields the algorithm would ignore are refused rather than silently dropped.
+    if (!windowed && p.windowMs !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        message: `windowMs applies to window algorithms only; ${p.algorithm} refills continuously`,
+        path: ["windowMs"],
+      });
+    }
+    if (windowed && (p.refill !== undefined || p.refillPerSecond !== undefined)) {
+      ctx.addIssue({
+        code: "custom",
+        message: `${p.algorithm} admits capacity per windowMs; its refill is derived (capacity / windowMs)`,
+        path: [p.refill !== undefined ? "refill" : "refillPerSecond"],
+      });
+    }
     if (p.weights !== undefined) {
       const sum = Object.values(p.weights).reduce((a, b) => a + b, 0);
       if (!(sum > 0))
@@ -112,6 +127,13 @@ function weightProblems(spec: PolicySpec, regionIds: readonly string[] | undefin
   return out;
 }
 
+/** The region config's rule for its floorPpm, for a policy's own floor: a floor no region can keep. */
+function floorProblems(spec: PolicySpec, regionIds: readonly string[] | undefined): string[] {
+  if (spec.floorPpm === undefined || regionIds === undefined) return [];
+  if (spec.floorPpm * regionIds.length <= SHARE_UNITS) return [];
+  return [`floorPpm: floor × ${regionIds.length} regions exceeds ${SHARE_UNITS}`];
+}
+
 /**
  * Validates one policy (e.g. an admin PUT body). `regionIds` checks weights
  * against the configured regions. Returns issues as `field: message`.
@@ -123,7 +145,7 @@ export function parsePolicySpec(
   const r = PolicySpecSchema.safeParse(raw);
   if (!r.success) return { ok: false, issues: issuesOf(r.error) };
   const spec = normalize(r.data);
-  const problems = weightProblems(spec, regionIds);
+  const problems = [...weightProblems(spec, regionIds), ...floorProblems(spec, regionIds)];
   return problems.length > 0 ? { ok: false, issues: problems } : { ok: true, spec };
 }
 

@@ -1,5 +1,6 @@
 // Region config file `regions/<id>.json`: everything one region's limiter and
 // gossip daemon need. Defaults follow DESIGN §3/§6/§7.
+import { createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { z } from "zod";
@@ -28,8 +29,11 @@ const leasedSchema = z
     lowWater: intIn(0, 1_000_000).default(10),
     /** In-process lease duration (the bucket reserves it this long, from Redis TIME). */
     durationMs: intIn(100, 600_000).default(2000),
-    /** Safety margin: the client stops using a lease at send time + duration − margin. */
-    marginMs: intIn(0, 60_000).default(100),
+    /**
+     * Safety margin: the client stops using a lease at send time + duration − margin. At least
+     * 1 ms: 0 would leave no room for the client's and Redis's clocks to run at different rates.
+     */
+    marginMs: intIn(1, 60_000).default(100),
     /** At most this many keys hold leases in one process (LRU beyond). */
     maxKeys: intIn(1, 1_000_000).default(10_000),
   })
@@ -39,6 +43,20 @@ const leasedSchema = z
     message: "expected marginMs < durationMs",
     path: ["marginMs"],
   });
+
+const REFUND_WINDOW_DEFAULT_MS = 60_000;
+
+const refundSchema = z
+  .strictObject({
+    /**
+     * HMAC key of refund receipts; default: derived from sharedSecret (so every region
+     * verifies the same receipts and refuses another region's by its region field).
+     */
+    secret: SecretRefSchema.optional(),
+    /** A receipt can be refunded until this long after its admission (Redis TIME). */
+    windowMs: intIn(100, 86_400_000).default(REFUND_WINDOW_DEFAULT_MS),
+  })
+  .default({ windowMs: REFUND_WINDOW_DEFAULT_MS });
 
 export const RegionConfigSchema = z
   .strictObject({
@@ -93,7 +111,8 @@ export const RegionConfigSchema = z
     }),
     lease: z
       .strictObject({
-        epsilonMs: intIn(0, 60_000).default(250),
+        /** ε ≥ 1 ms: 0 would silently assume perfectly synchronized clocks (DESIGN §3's margin gone). */
+        epsilonMs: intIn(1, 60_000).default(250),
         loanDurationMs: intIn(100, 3_600_000).default(3000),
       })
       .default({ epsilonMs: 250, loanDurationMs: 3000 }),
@@ -107,6 +126,7 @@ export const RegionConfigSchema = z
     failMode: z.enum(["closed", "open"]).default("closed"),
     keyHashSecret: SecretRefSchema.optional(),
     leased: leasedSchema,
+    refund: refundSchema,
     /** Longest accepted tenant/resource before hashing (bytes). */
     keyMaxLength: intIn(1, 128).default(128),
   })
@@ -144,6 +164,15 @@ export const RegionConfigSchema = z
         path: ["lease", "loanDurationMs"],
       });
     }
+    // The store refuses leases longer than D (their expiry must be covered by P:b's TTL): a
+    // longer durationMs would make every acquire fail and leased mode serve nothing.
+    if (c.leased.enabled && c.leased.durationMs > c.lease.loanDurationMs) {
+      ctx.addIssue({
+        code: "custom",
+        message: `expected ≤ lease.loanDurationMs (D) = ${c.lease.loanDurationMs}: the store refuses longer leases`,
+        path: ["leased", "durationMs"],
+      });
+    }
     if (
       c.listen.port !== 0 &&
       c.listen.host === c.gossip.listen.host &&
@@ -161,10 +190,13 @@ export type RegionConfigInput = z.input<typeof RegionConfigSchema>;
 type Parsed = z.output<typeof RegionConfigSchema>;
 
 /** A validated region config with secrets resolved and paths absolute. */
-export interface RegionConfig extends Omit<Parsed, "sharedSecret" | "adminToken" | "keyHashSecret"> {
+export interface RegionConfig
+  extends Omit<Parsed, "sharedSecret" | "adminToken" | "keyHashSecret" | "refund"> {
   readonly sharedSecret: string;
   readonly adminToken: string;
   readonly keyHashSecret?: string;
+  /** Refund receipts: the resolved HMAC key and the refund window. */
+  readonly refund: { readonly secret: string; readonly windowMs: number };
   /** `policiesFile` resolved against the config file's directory. */
   readonly policiesPath: string;
   /** The file this came from (for error messages). */
@@ -197,18 +229,25 @@ export function parseRegionConfig(raw: unknown, options: ParseOptions): RegionCo
   const sharedSecret = secret("sharedSecret", c.sharedSecret);
   const adminToken = secret("adminToken", c.adminToken);
   const keyHashSecret = secret("keyHashSecret", c.keyHashSecret);
+  const refundSecret = secret("refund.secret", c.refund.secret);
   if (problems.length > 0 || sharedSecret === undefined || adminToken === undefined) {
     throw new ConfigError(options.file, problems);
   }
-  const { keyHashSecret: _k, ...rest } = c;
+  const { keyHashSecret: _k, refund, ...rest } = c;
   return {
     ...rest,
     sharedSecret,
     adminToken,
+    refund: { secret: refundSecret ?? deriveRefundSecret(sharedSecret), windowMs: refund.windowMs },
     ...(keyHashSecret !== undefined ? { keyHashSecret } : {}),
     policiesPath: resolve(options.baseDir ?? process.cwd(), c.policiesFile),
     file: options.file,
   };
+}
+
+/** A key for refund receipts only (domain-separated from the gossip links' use of sharedSecret). */
+export function deriveRefundSecret(sharedSecret: string): string {
+  return createHmac("sha256", sharedSecret).update("geoquota refund receipts v1").digest("base64url");
 }
 
 /** Reads JSON, naming the file on a syntax error. */

@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import {
   baseShares,
   ConfigError,
+  deriveRefundSecret,
   loadPolicies,
   loadRegionConfig,
   parsePolicies,
@@ -93,10 +94,49 @@ describe("region config", () => {
     [{ sharedSecret: "short" }, "sharedSecret"],
     [{ unknownField: 1 }, "unknownField"],
     [{ leased: { batch: 5, lowWater: 10 } }, "leased.lowWater: expected lowWater < batch"],
+    // Values that would silently turn a feature off are refused, naming the field.
+    [
+      { leased: { enabled: true, durationMs: 3001 } },
+      "leased.durationMs: expected ≤ lease.loanDurationMs (D) = 3000: the store refuses longer leases",
+    ],
+    [
+      { leased: { enabled: true }, lease: { epsilonMs: 250, loanDurationMs: 1500 } },
+      "leased.durationMs: expected ≤ lease.loanDurationMs (D) = 1500",
+    ],
+    [{ leased: { marginMs: 0 } }, "leased.marginMs: expected number ≥ 1"],
+    [{ lease: { epsilonMs: 0, loanDurationMs: 3000 } }, "lease.epsilonMs: expected number ≥ 1"],
+    [{ refund: { windowMs: 0 } }, "refund.windowMs: expected number ≥ 100"],
+    [{ refund: { secret: "short" } }, "refund.secret"],
+    [{ refund: { windowMs: 1000, extra: 1 } }, `refund: Unrecognized key: "extra"`],
   ])("rejects %j", (patch, message) => {
     const err = errorOf(() => parseRegionConfig({ ...good(), ...patch }, { file: "f.json" }));
     expect(err.message).toContain(`f.json: `);
     expect(err.message).toContain(message);
+  });
+
+  it("accepts a leased duration up to D, and any while leased mode is off", () => {
+    const at = parseRegionConfig({ ...good(), leased: { enabled: true, durationMs: 3000 } }, { file: "f" });
+    expect(at.leased.durationMs).toBe(3000);
+    const off = parseRegionConfig({ ...good(), leased: { durationMs: 9000 } }, { file: "f" });
+    expect(off.leased.enabled).toBe(false);
+  });
+
+  it("resolves the refund secret: derived from sharedSecret unless given", () => {
+    const d = parseRegionConfig(good(), { file: "f" });
+    expect(d.refund.windowMs).toBe(60_000);
+    expect(d.refund.secret).toBe(deriveRefundSecret("0123456789abcdef-secret"));
+    expect(d.refund.secret).not.toContain("0123456789abcdef-secret");
+    const other = parseRegionConfig({ ...good(), sharedSecret: "another-shared-secret-0" }, { file: "f" });
+    expect(other.refund.secret).not.toBe(d.refund.secret);
+    const given = parseRegionConfig(
+      { ...good(), refund: { secret: { env: "GQ_REFUND" }, windowMs: 5000 } },
+      { file: "f", env: { GQ_REFUND: "r".repeat(16) } },
+    );
+    expect(given.refund).toEqual({ secret: "r".repeat(16), windowMs: 5000 });
+    const err = errorOf(() =>
+      parseRegionConfig({ ...good(), refund: { secret: { env: "GQ_REFUND" } } }, { file: "f", env: {} }),
+    );
+    expect(err.message).toBe("f: refund.secret: environment variable GQ_REFUND is not set");
   });
 
   it("rejects duplicate regions and endpoints", () => {
@@ -214,6 +254,25 @@ describe("policies", () => {
     });
     const w = parsePolicySpec({ algorithm: "fixed_window", capacity: 60, windowMs: 60_000 });
     expect(w).toMatchObject({ ok: true, spec: { refillPerSecond: 1 } });
+    // Fields the algorithm would ignore, and a floor no region can keep (lending silently off).
+    expect(parsePolicySpec({ capacity: 1, refillPerSecond: 1, windowMs: 1000 })).toMatchObject({
+      ok: false,
+      issues: ["windowMs: windowMs applies to window algorithms only; token_bucket refills continuously"],
+    });
+    expect(
+      parsePolicySpec({ algorithm: "sliding_window", capacity: 1, windowMs: 1000, refillPerSecond: 5 }),
+    ).toMatchObject({
+      ok: false,
+      issues: [
+        "refillPerSecond: sliding_window admits capacity per windowMs; its refill is derived (capacity / windowMs)",
+      ],
+    });
+    expect(
+      parsePolicySpec({ algorithm: "gcra", capacity: 1, refillPerSecond: 1, floorPpm: 333_334 }, ids),
+    ).toMatchObject({ ok: false, issues: ["floorPpm: floor × 3 regions exceeds 1000000"] });
+    expect(
+      parsePolicySpec({ algorithm: "gcra", capacity: 1, refillPerSecond: 1, floorPpm: 333_333 }, ids),
+    ).toMatchObject({ ok: true });
     const dup = { tenant: "t", resource: "r", capacity: 1, refillPerSecond: 1 };
     const err = errorOf(() =>
       parsePolicies({ default: { capacity: 1, refillPerSecond: 1 }, policies: [dup, dup] }, "p.json"),

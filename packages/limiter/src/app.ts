@@ -13,11 +13,11 @@ import type { MonotonicClock } from "./clock.js";
 import { ERRORS, errorBody, LimiterError } from "./errors.js";
 import { decisionBody, rateLimitHeaders } from "./headers.js";
 import { validateKeyPart } from "./key-hygiene.js";
-import { Limiter } from "./limiter.js";
+import { type CheckResult, Limiter } from "./limiter.js";
 import { breakerStateValue, createMetrics } from "./metrics.js";
 import { geoquotaRateLimit } from "./plugin.js";
 import type { RegionStore } from "./types.js";
-import { CompoundCheckSchema, parseBody, SingleCheckSchema } from "./validation.js";
+import { CompoundCheckSchema, parseBody, RefundSchema, SingleCheckSchema } from "./validation.js";
 
 export type AppConfig = Pick<
   RegionConfig,
@@ -30,6 +30,7 @@ export type AppConfig = Pick<
   | "floorPpm"
   | "keyMaxLength"
   | "adminToken"
+  | "refund"
 > & { readonly keyHashSecret?: string };
 
 export interface AppDeps {
@@ -126,19 +127,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           tenant: c.limits[i]!.tenant,
           resource: c.limits[i]!.resource,
           ...decisionBody(p),
+          ...receiptField(p),
         })),
       });
     }
     const b = parseBody(SingleCheckSchema, body);
     const r = await limiter.check(b.tenant, b.resource, b.cost);
     reply.headers(rateLimitHeaders(r));
-    return reply.code(r.allowed ? 200 : 429).send(decisionBody(r));
+    return reply.code(r.allowed ? 200 : 429).send({ ...decisionBody(r), ...receiptField(r) });
   });
 
+  // Refunds need the receipt of an allowed check (DESIGN §7; packages/limiter/README.md).
   app.post("/v1/refund", async (req, reply) => {
-    const b = parseBody(SingleCheckSchema, req.body);
-    const r = await limiter.refund(b.tenant, b.resource, b.cost);
-    return reply.send({ refunded: b.cost, ...decisionBody(r), allowed: true });
+    const b = parseBody(RefundSchema, req.body);
+    const r = await limiter.refund(b.tenant, b.resource, b.receipt, b.cost);
+    return reply.send({ refunded: r.refunded, ...decisionBody(r), allowed: true });
   });
 
   app.get<{ Params: { tenant: string; resource: string } }>("/v1/quotas/:tenant/:resource", async (req) => {
@@ -235,6 +238,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   );
 
   return app;
+}
+
+function receiptField(r: CheckResult): { refundReceipt?: string } {
+  return r.refundReceipt !== undefined ? { refundReceipt: r.refundReceipt } : {};
 }
 
 /**

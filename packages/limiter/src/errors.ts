@@ -1,6 +1,7 @@
 // The limiter's error catalog: stable codes (documented in README.md, checked
 // by test/errors.test.ts). Expected outcomes (allowed/denied) are values, not
-// errors; these are for bad input, auth, and an unavailable store.
+// errors; these are for bad input, auth (refund receipts included), and an
+// unavailable store.
 
 export const ERRORS = {
   GQ_ERR_INVALID_BODY: { statusCode: 400, message: "request body is invalid" },
@@ -13,8 +14,20 @@ export const ERRORS = {
     message: "tenant or resource is longer than the configured maximum",
   },
   GQ_ERR_INVALID_POLICY: { statusCode: 400, message: "policy is invalid" },
+  GQ_ERR_REFUND_EXCEEDS_RECEIPT: { statusCode: 400, message: "refund cost is more than the receipt's cost" },
   GQ_ERR_UNAUTHORIZED: { statusCode: 401, message: "missing or wrong bearer token" },
+  GQ_ERR_RECEIPT_INVALID: {
+    statusCode: 403,
+    message: "receipt: not a refund receipt this service issued (forged, altered or malformed)",
+  },
+  GQ_ERR_RECEIPT_WRONG_REGION: { statusCode: 403, message: "receipt: issued by another region" },
+  GQ_ERR_RECEIPT_WRONG_KEY: { statusCode: 403, message: "receipt: issued for another tenant/resource" },
   GQ_ERR_NOT_FOUND: { statusCode: 404, message: "no such route" },
+  GQ_ERR_RECEIPT_USED: { statusCode: 409, message: "receipt: already refunded" },
+  GQ_ERR_RECEIPT_EXPIRED: {
+    statusCode: 410,
+    message: "receipt: past its refund window, or the region lost its state since the admission",
+  },
   GQ_ERR_PAYLOAD_TOO_LARGE: { statusCode: 413, message: "request body too large" },
   GQ_ERR_RATE_LIMITED: { statusCode: 429, message: "rate limit exceeded" },
   GQ_ERR_INTERNAL: { statusCode: 500, message: "internal error" },
@@ -55,7 +68,10 @@ export function isStoreUnavailable(err: unknown): err is LimiterError {
 const REASONS: Readonly<Record<number, string>> = {
   400: "Bad Request",
   401: "Unauthorized",
+  403: "Forbidden",
   404: "Not Found",
+  409: "Conflict",
+  410: "Gone",
   413: "Payload Too Large",
   429: "Too Many Requests",
   500: "Internal Server Error",

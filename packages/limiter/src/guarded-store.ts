@@ -5,7 +5,16 @@
 import { PERMIT_DENIED, type CircuitBreaker } from "./breaker.js";
 import { LimiterError } from "./errors.js";
 import type { LeaseRenewingStore } from "./leased-client.js";
-import type { CompoundDecision, Decision, KeyPolicy, Lease, QuotaView, RegionStore } from "./types.js";
+import type {
+  CompoundDecision,
+  Decision,
+  KeyPolicy,
+  Lease,
+  QuotaView,
+  RefundOutcome,
+  RefundReceiptRef,
+  RegionStore,
+} from "./types.js";
 
 export type StoreErrorKind = "timeout" | "error" | "breaker_open";
 
@@ -93,8 +102,8 @@ export class GuardedStore implements RegionStore {
   checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<CompoundDecision> {
     return this.run("checkCompound", () => this.inner.checkCompound(items));
   }
-  refund(policy: KeyPolicy, cost: number): Promise<Decision> {
-    return this.run("refund", () => this.inner.refund(policy, cost));
+  refund(policy: KeyPolicy, cost: number, receipt: RefundReceiptRef): Promise<RefundOutcome> {
+    return this.run("refund", () => this.inner.refund(policy, cost, receipt));
   }
   acquireLease(policy: KeyPolicy, tokens: number, durationMs: number): Promise<Lease> {
     return this.run("acquireLease", () => this.inner.acquireLease(policy, tokens, durationMs));

@@ -25,6 +25,7 @@ export {
   Limiter,
   type LimiterConfig,
   type LimiterDeps,
+  type RefundResult,
 } from "./limiter.js";
 export {
   connectRegionRedis,
@@ -35,6 +36,7 @@ export {
   startRegionService,
 } from "./main.js";
 export { createMetrics, type LimiterMetrics } from "./metrics.js";
+export { RECEIPT_CHARS_MAX, type ReceiptClaims, ReceiptSigner } from "./receipts.js";
 export {
   geoquotaRateLimit,
   type KeySource,
@@ -102,6 +104,9 @@ export {
   type LimitSpec,
   type LoanRecord,
   type QuotaView,
+  type RefundOutcome,
+  type RefundReceiptRef,
+  type RefundRefusal,
   type RegionStore,
   SHARE_UNITS,
 } from "./types.js";

@@ -10,13 +10,14 @@ import { GuardedStore } from "./guarded-store.js";
 import { RedisStoreError } from "./redis/errors.js";
 import { hashKey, validateKeyPart } from "./key-hygiene.js";
 import { LeasePool } from "./lease-pool.js";
+import { ReceiptSigner } from "./receipts.js";
 import { breakerStateValue, type LimiterMetrics } from "./metrics.js";
 import { type Decision, type KeyPolicy, type QuotaView, type RegionStore, SHARE_UNITS } from "./types.js";
 
 /** The parts of a region config the engine reads. */
 export type LimiterConfig = Pick<
   RegionConfig,
-  "region" | "regions" | "redis" | "breaker" | "failMode" | "leased" | "floorPpm" | "keyMaxLength"
+  "region" | "regions" | "redis" | "breaker" | "failMode" | "leased" | "floorPpm" | "keyMaxLength" | "refund"
 > & { readonly keyHashSecret?: string };
 
 export type DecisionSource = "store" | "lease" | "fail_open" | "unavailable";
@@ -33,6 +34,16 @@ export interface CheckResult {
   readonly policy: KeyPolicy;
   /** Present only for fail-open admissions/denials: this process's overshoot bound. */
   readonly failOpenBound?: FailOpenBound;
+  /**
+   * Allowed by the store only: what POST /v1/refund takes to give the cost back. Absent on
+   * admissions from an in-process lease or fail-open (no Redis record to bound a refund by).
+   */
+  readonly refundReceipt?: string;
+}
+
+export interface RefundResult extends CheckResult {
+  /** Cost given back. */
+  readonly refunded: number;
 }
 
 export interface CompoundItem {
@@ -71,9 +82,11 @@ export class Limiter {
   private readonly metrics: LimiterMetrics | undefined;
   private policySet: PolicySet;
   private readonly ping: (() => Promise<unknown>) | undefined;
+  private readonly receipts: ReceiptSigner;
 
   constructor(deps: LimiterDeps) {
     this.ping = deps.ping;
+    this.receipts = new ReceiptSigner(deps.config.refund.secret, deps.config.refund.windowMs * 1000);
     const clock = deps.clock ?? monotonicNow;
     this.config = deps.config;
     this.metrics = deps.metrics;
@@ -207,7 +220,8 @@ export class Limiter {
     try {
       const d = await this.store.check(policy, cost);
       this.metrics?.share.set({ key_class: this.keyClass(tenant, resource), resource }, d.share);
-      return this.record(this.fromDecision(policy, d), started);
+      const r = this.fromDecision(policy, d);
+      return this.record(d.allowed ? this.withReceipt(r, tenant, resource, cost, d.nowUs) : r, started);
     } catch (err) {
       if (!isStoreUnavailable(err)) throw err;
       return this.record(this.degraded(policy, cost), started);
@@ -233,7 +247,11 @@ export class Limiter {
       const d = await this.store.checkCompound(
         policies.map((policy, i) => ({ policy, cost: items[i]!.cost })),
       );
-      const parts = d.parts.map((p, i) => this.fromDecision(policies[i]!, p));
+      const parts = d.parts.map((p, i) => {
+        const r = this.fromDecision(policies[i]!, p);
+        const it = items[i]!;
+        return d.allowed ? this.withReceipt(r, it.tenant, it.resource, it.cost, p.nowUs) : r;
+      });
       this.metrics?.decisions.inc(
         { result: d.allowed ? "allowed" : "denied", source: "store" },
         parts.length,
@@ -269,10 +287,67 @@ export class Limiter {
     return { allowed, failedIndex, parts, degraded: true };
   }
 
-  /** Returns `cost` to the bucket (e.g. the protected call failed). Throws 503 codes when the store is unavailable. */
-  async refund(tenant: string, resource: string, cost: number): Promise<CheckResult> {
+  private withReceipt(
+    r: CheckResult,
+    tenant: string,
+    resource: string,
+    cost: number,
+    admittedUs: number,
+  ): CheckResult {
+    return {
+      ...r,
+      refundReceipt: this.receipts.issue(this.config.region, tenant, resource, cost, admittedUs),
+    };
+  }
+
+  /**
+   * Gives back `cost` (default: all) of the admission `receipt` names, e.g. the protected
+   * call failed (DESIGN §7). Refused (GQ_ERR_RECEIPT_* / GQ_ERR_REFUND_EXCEEDS_RECEIPT) unless
+   * this region issued the receipt for this key, cost ≤ its cost, it is within its window,
+   * unused, and the region has not lost its state since. 503 codes when the store is unavailable.
+   */
+  async refund(tenant: string, resource: string, receipt: string, cost?: number): Promise<RefundResult> {
+    const c = this.receipts.verify(receipt);
+    if (c === undefined) throw new LimiterError("GQ_ERR_RECEIPT_INVALID", undefined, { field: "receipt" });
+    if (c.region !== this.config.region) {
+      throw new LimiterError(
+        "GQ_ERR_RECEIPT_WRONG_REGION",
+        `receipt: issued by region ${c.region}; only the region that admitted can refund`,
+        { field: "receipt" },
+      );
+    }
+    if (c.tenant !== tenant || c.resource !== resource) {
+      throw new LimiterError("GQ_ERR_RECEIPT_WRONG_KEY", `receipt: issued for ${c.tenant}/${c.resource}`, {
+        field: "receipt",
+      });
+    }
+    const amount = cost ?? c.cost;
+    if (amount > c.cost) {
+      throw new LimiterError(
+        "GQ_ERR_REFUND_EXCEEDS_RECEIPT",
+        `cost: ${amount} is more than the receipt's ${c.cost}`,
+        {
+          field: "cost",
+        },
+      );
+    }
     const policy = this.resolve(tenant, resource);
-    return this.fromDecision(policy, await this.store.refund(policy, cost));
+    const out = await this.store.refund(policy, amount, {
+      id: c.id,
+      admittedUs: c.admittedUs,
+      expiresUs: c.expiresUs,
+    });
+    if (!out.refunded) {
+      if (out.reason === "used") {
+        throw new LimiterError("GQ_ERR_RECEIPT_USED", undefined, { field: "receipt" });
+      }
+      const why =
+        out.reason === "expired"
+          ? `receipt: its refund window ended ${((out.nowUs - c.expiresUs) / 1e6).toFixed(3)} s ago`
+          : "receipt: the region lost its state after this admission (the bucket it came from is gone)";
+      throw new LimiterError("GQ_ERR_RECEIPT_EXPIRED", why, { field: "receipt" });
+    }
+    return { ...this.fromDecision(policy, out.decision), refunded: amount };
   }
 
   async inspect(tenant: string, resource: string): Promise<{ policy: KeyPolicy; view: QuotaView }> {

@@ -97,13 +97,31 @@ export interface QuotaView {
   readonly loansIn: readonly LoanRecord[];
 }
 
+/** The admission a refund reverses, from its verified receipt (src/receipts.ts). */
+export interface RefundReceiptRef {
+  /** Unique per admission; the store refunds each id at most once. */
+  readonly id: string;
+  /** Redis TIME of the admission, µs: refused if before the current incarnation was born. */
+  readonly admittedUs: number;
+  /** Refused once Redis TIME reaches this, µs; the used id is remembered until then. */
+  readonly expiresUs: number;
+}
+
+/** Why the store refused a refund: receipt already used, past its window, or state lost since. */
+export type RefundRefusal = "used" | "expired" | "lost";
+
+export type RefundOutcome<D extends Decision = Decision> =
+  | { readonly refunded: true; readonly decision: D }
+  | { readonly refunded: false; readonly reason: RefundRefusal; readonly nowUs: number };
+
 /** The region's decision engine. One round-trip to the region's Redis per call. */
 export interface RegionStore {
   readonly region: string;
   check(policy: KeyPolicy, cost: number): Promise<Decision>;
   /** Several limits admitted all-or-nothing, atomically. */
   checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<CompoundDecision>;
-  refund(policy: KeyPolicy, cost: number): Promise<Decision>;
+  /** Gives `cost` back for the admission `receipt` names, at most once (DESIGN §7). */
+  refund(policy: KeyPolicy, cost: number, receipt: RefundReceiptRef): Promise<RefundOutcome>;
   acquireLease(policy: KeyPolicy, tokens: number, durationMs: number): Promise<Lease>;
   /** Reports `used` of the lease's tokens as consumed and returns the rest. */
   releaseLease(policy: KeyPolicy, leaseId: string, used: number): Promise<void>;

@@ -3,6 +3,7 @@
 import { formatPath } from "@geoquota/config";
 import { z } from "zod";
 import { LimiterError } from "./errors.js";
+import { RECEIPT_CHARS_MAX } from "./receipts.js";
 
 export const COST_MAX = 1e9;
 export const COMPOUND_LIMITS_MAX = 16;
@@ -34,6 +35,17 @@ export const CompoundCheckSchema = z.strictObject({
         seen.add(k);
       });
     }),
+});
+
+/** POST /v1/refund: the receipt an allowed check returned; cost defaults to the receipt's. */
+export const RefundSchema = z.strictObject({
+  tenant: keyPart,
+  resource: keyPart,
+  receipt: z
+    .string({ error: "expected the refundReceipt string of an allowed check" })
+    .min(1, "expected the refundReceipt string of an allowed check")
+    .max(RECEIPT_CHARS_MAX, `expected at most ${RECEIPT_CHARS_MAX} characters`),
+  cost: cost.optional(),
 });
 
 export type SingleCheck = z.output<typeof SingleCheckSchema>;

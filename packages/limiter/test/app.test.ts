@@ -27,7 +27,16 @@ describe("POST /v1/check", () => {
     expect(res.statusCode).toBe(200);
     const body = res.json();
     expect(Object.keys(body).sort()).toEqual(
-      ["allowed", "degraded", "limit", "region", "remaining", "resetSeconds", "retryAfterSeconds"].sort(),
+      [
+        "allowed",
+        "degraded",
+        "limit",
+        "region",
+        "remaining",
+        "resetSeconds",
+        "retryAfterSeconds",
+        "refundReceipt",
+      ].sort(),
     );
     expect(body).toMatchObject({
       allowed: true,
@@ -153,17 +162,47 @@ describe("POST /v1/check", () => {
 });
 
 describe("refund, quotas, health, metrics", () => {
-  it("refund returns cost to the bucket", async () => {
+  it("refund returns cost to the bucket, given the check's receipt", async () => {
     const { app } = await setup();
-    await check(app, { tenant: "cust_free_1018", resource: "payments_checkout", cost: 3 });
-    const r = await app.inject({
-      method: "POST",
-      url: "/v1/refund",
-      payload: { tenant: "cust_free_1018", resource: "payments_checkout", cost: 2 },
-    });
+    const key = { tenant: "cust_free_1018", resource: "payments_checkout" };
+    const c = await check(app, { ...key, cost: 3 });
+    const receipt = c.json().refundReceipt;
+    expect(receipt).toMatch(/^gq1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{22}$/);
+    const r = await app.inject({ method: "POST", url: "/v1/refund", payload: { ...key, receipt, cost: 2 } });
     expect(r.statusCode).toBe(200);
     expect(r.json().refunded).toBe(2);
     expect(r.json().remaining).toBeCloseTo(10 * 0.333333 - 1, 9);
+    // Denials carry no receipt; nor does a refund without one go through.
+    for (let i = 0; i < 3; i++) await check(app, key);
+    const denied = await check(app, key);
+    expect(denied.statusCode).toBe(429);
+    expect(denied.json().refundReceipt).toBeUndefined();
+    const none = await app.inject({ method: "POST", url: "/v1/refund", payload: { ...key, cost: 1 } });
+    expect(none.statusCode).toBe(400);
+    expect(none.json()).toMatchObject({ code: "GQ_ERR_INVALID_BODY", field: "receipt" });
+  });
+
+  it("a compound check's parts each carry a receipt when allowed", async () => {
+    const { app } = await setup();
+    const limits = [
+      { tenant: "cust_ent_9942", resource: "payments_checkout", cost: 2 },
+      { tenant: "cust_free_1018", resource: "payments_checkout" },
+    ];
+    const r = await app.inject({ method: "POST", url: "/v1/check", payload: { limits } });
+    expect(r.statusCode).toBe(200);
+    const parts = r.json().parts as { refundReceipt: string }[];
+    const back = await app.inject({
+      method: "POST",
+      url: "/v1/refund",
+      payload: { ...limits[0], cost: undefined, receipt: parts[0]!.refundReceipt },
+    });
+    expect(back.json()).toMatchObject({ refunded: 2 });
+    const wrong = await app.inject({
+      method: "POST",
+      url: "/v1/refund",
+      payload: { tenant: "cust_ent_9942", resource: "payments_checkout", receipt: parts[1]!.refundReceipt },
+    });
+    expect(wrong.json()).toMatchObject({ code: "GQ_ERR_RECEIPT_WRONG_KEY", statusCode: 403 });
   });
 
   it("GET /v1/quotas shows policy, shares of every region, counters, loans", async () => {
@@ -331,11 +370,12 @@ describe("degraded modes", () => {
 
   it("refund while the store is down is a 503 from the catalog", async () => {
     const { app, store } = await setup();
+    const receipt = (await check(app, { tenant: "t", resource: "r" })).json().refundReceipt;
     store.failWith = new Error("down");
     const r = await app.inject({
       method: "POST",
       url: "/v1/refund",
-      payload: { tenant: "t", resource: "r" },
+      payload: { tenant: "t", resource: "r", receipt },
     });
     expect(r.statusCode).toBe(503);
     expect(r.json().code).toBe("GQ_ERR_STORE_UNAVAILABLE");

@@ -11,7 +11,7 @@ import {
   type RedisRegionStore,
   shardOf,
 } from "../src/redis/index.js";
-import { policy, sleep, TIMING } from "./redis-helpers.js";
+import { policy, receiptRef, sleep, TIMING } from "./redis-helpers.js";
 
 let server: RedisServer;
 let redis: Redis;
@@ -110,7 +110,7 @@ describe("atomicity", () => {
     expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), member)).toBe(1);
     // A refund and a compound check use the same bookkeeping.
     await gossip.drainDirty(10_000);
-    await store.refund(p, 1);
+    expect((await store.refund(p, 1, receiptRef())).refunded).toBe(true);
     expect(await redis.sismember(dirtyKey(shardOf(p.tenant)), member)).toBe(1);
     await gossip.drainDirty(10_000);
     await store.checkCompound([{ policy: p, cost: 1 }]);

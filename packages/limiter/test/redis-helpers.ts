@@ -1,5 +1,5 @@
 // Shared fixtures of the redis-*.int tests: policies, timing, a Redis per file.
-import type { KeyPolicy, LeaseTiming } from "../src/types.js";
+import type { KeyPolicy, LeaseTiming, RefundReceiptRef } from "../src/types.js";
 
 export const TIMING: LeaseTiming = { epsilonUs: 250_000, loanDurationUs: 3_000_000 };
 
@@ -20,3 +20,14 @@ export function policy(
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let receipts = 0;
+/**
+ * A fresh receipt reference for `store.refund` (what the limiter takes from a verified
+ * receipt): admitted at `admittedUs` (default: the host clock, which Redis TIME shares in
+ * these tests), refundable for a minute.
+ */
+export function receiptRef(admittedUs = Date.now() * 1000): RefundReceiptRef {
+  receipts += 1;
+  return { id: `r${process.pid}x${receipts}`, admittedUs, expiresUs: admittedUs + 60_000_000 };
+}

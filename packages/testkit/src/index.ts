@@ -1,5 +1,12 @@
 export { findBinary, repoRoot } from "./binaries.js";
-export { type Admission, checkGlobalBound, type OracleLimit, type OracleVerdict } from "./oracle.js";
+export {
+  type Admission,
+  checkGlobalBound,
+  matchRefunds,
+  type OracleLimit,
+  type OracleVerdict,
+  type Refund,
+} from "./oracle.js";
 export { freePort, isLoopback } from "./ports.js";
 export { livePids, type ManagedProcess, spawnManaged, stopAll } from "./processes.js";
 export { type RedisServer, type StartRedisOptions, startRedis, startRedisServers } from "./redis.js";

@@ -15,7 +15,18 @@ export interface Admission {
   readonly sentMs: number;
   /** Client clock, ms, when the answer arrived. */
   readonly answeredMs: number;
-  /** Net admitted cost (cost − refunded). */
+  /** Admitted cost, gross (refunds are separate records and count only when they match). */
+  readonly cost: number;
+  /** What refunds name to reverse this admission (e.g. its refund receipt); none: not refundable. */
+  readonly id?: string | undefined;
+}
+
+/** A refund the service accepted, as the client recorded it. */
+export interface Refund {
+  readonly sentMs: number;
+  readonly answeredMs: number;
+  /** The `id` of the admission it reverses. */
+  readonly admissionId: string | undefined;
   readonly cost: number;
 }
 
@@ -26,26 +37,90 @@ export interface OracleLimit {
 
 export interface OracleVerdict {
   readonly ok: boolean;
+  /** Gross admitted cost. */
   readonly admitted: number;
+  /** Refunded cost that matched an admission (counted against the bound). */
+  readonly refundedMatched: number;
+  /** Refunded cost the service accepted that matched nothing (a refund minting quota, if admitted). */
+  readonly refundedUnmatched: number;
   /** C + r·(last answer − first send) over the whole run. */
   readonly bound: number;
-  /** Largest (admitted − bound) over every checked interval; ≤ 0 when ok. */
+  /** Largest (admitted − matched refunds − bound) over every checked interval; ≤ 0 when ok. */
   readonly worstExcess: number;
-  /** The interval with the largest excess, ms. */
+  /** The interval with the largest excess, ms (`admitted` there is net of its matched refunds). */
   readonly worstInterval: { startMs: number; endMs: number; admitted: number; bound: number } | null;
   readonly intervalsChecked: number;
 }
 
 const EPS = 1e-9;
 
-/** Checks the whole run and every sub-interval. O(n²) in admissions; n is small (≈ C + r·T). */
-export function checkGlobalBound(admissions: readonly Admission[], limit: OracleLimit): OracleVerdict {
+interface Matched {
+  readonly sentMs: number;
+  readonly answeredMs: number;
+  readonly cost: number;
+}
+
+/**
+ * A refund counts only against the admission it names, only if sent after
+ * that admission was answered (its receipt existed), and only up to the
+ * admission's cost, refunds of one admission taken in send order. The rest
+ * of a refund counts for nothing: a service that accepted it minted quota.
+ */
+export function matchRefunds(
+  admissions: readonly Admission[],
+  refunds: readonly Refund[],
+): { matched: Matched[]; unmatched: number } {
+  const left = new Map<string, { answeredMs: number; cost: number }>();
+  for (const a of admissions) {
+    if (a.id === undefined || !(a.cost > 0)) continue;
+    const prev = left.get(a.id);
+    // Two admissions with one id: neither is identifiable; refunds of that id match nothing.
+    left.set(
+      a.id,
+      prev === undefined ? { answeredMs: a.answeredMs, cost: a.cost } : { answeredMs: 0, cost: 0 },
+    );
+  }
+  const matched: Matched[] = [];
+  let unmatched = 0;
+  for (const r of [...refunds].sort((x, y) => x.sentMs - y.sentMs)) {
+    if (!(r.cost > 0)) continue;
+    const a = r.admissionId === undefined ? undefined : left.get(r.admissionId);
+    const take = a !== undefined && r.sentMs >= a.answeredMs ? Math.min(r.cost, a.cost) : 0;
+    if (take > 0) {
+      a!.cost -= take;
+      matched.push({ sentMs: r.sentMs, answeredMs: r.answeredMs, cost: take });
+    }
+    unmatched += r.cost - take;
+  }
+  return { matched, unmatched };
+}
+
+/**
+ * Checks the whole run and every sub-interval. O(n²) in admissions plus
+ * refunds; n is small (≈ C + r·T).
+ *
+ * Refunds: over [t0, t1] a bucket admits at most C + r·(t1 − t0) plus what
+ * refunds applied inside [t0, t1] gave back. A refund was applied somewhere in
+ * its [sent, answered], so every matched refund whose span meets [t0, t1] is
+ * subtracted (the lenient side: the check never blames a correct service).
+ * The worst intervals still start at an admission's send and end at an
+ * admission's answer: a refund only lowers the count as the interval grows.
+ */
+export function checkGlobalBound(
+  admissions: readonly Admission[],
+  limit: OracleLimit,
+  refunds: readonly Refund[] = [],
+): OracleVerdict {
   const adm = admissions.filter((a) => a.cost > 0);
+  const { matched, unmatched } = matchRefunds(adm, refunds);
+  const refundedMatched = matched.reduce((s, m) => s + m.cost, 0);
   const rPerMs = limit.refillPerSecond / 1000;
   if (adm.length === 0) {
     return {
       ok: true,
       admitted: 0,
+      refundedMatched,
+      refundedUnmatched: unmatched,
       bound: limit.capacity,
       worstExcess: -limit.capacity,
       worstInterval: null,
@@ -61,21 +136,26 @@ export function checkGlobalBound(admissions: readonly Admission[], limit: Oracle
     if (a.answeredMs > last) last = a.answeredMs;
   }
   const bound = limit.capacity + rPerMs * (last - first);
-  let worstExcess = admitted - bound;
-  let worstInterval: OracleVerdict["worstInterval"] = { startMs: first, endMs: last, admitted, bound };
-  let checked = 1;
+  let worstExcess = Number.NEGATIVE_INFINITY;
+  let worstInterval: OracleVerdict["worstInterval"] = null;
+  let checked = 0;
 
   // For each start t0 = a send time, sweep admissions with sent ≥ t0 in
-  // answer order; the running sum at each answer time t1 is what lies inside [t0, t1].
+  // answer order; the running sum at each answer time t1 is what lies inside
+  // [t0, t1], less the matched refunds with answered ≥ t0 and sent ≤ t1.
   const bySent = [...adm].sort((a, b) => a.sentMs - b.sentMs);
   const byAnswer = [...adm].sort((a, b) => a.answeredMs - b.answeredMs);
+  const refundsBySent = [...matched].sort((a, b) => a.sentMs - b.sentMs);
   for (let i = 0; i < bySent.length; i++) {
     const t0 = bySent[i]!.sentMs;
     if (i > 0 && bySent[i - 1]!.sentMs === t0) continue;
+    const live = refundsBySent.filter((m) => m.answeredMs >= t0);
+    let next = 0;
     let sum = 0;
     for (const a of byAnswer) {
       if (a.sentMs < t0) continue;
       sum += a.cost;
+      while (next < live.length && live[next]!.sentMs <= a.answeredMs) sum -= live[next++]!.cost;
       const b = limit.capacity + rPerMs * (a.answeredMs - t0);
       checked++;
       if (sum - b > worstExcess) {
@@ -84,5 +164,14 @@ export function checkGlobalBound(admissions: readonly Admission[], limit: Oracle
       }
     }
   }
-  return { ok: worstExcess <= EPS, admitted, bound, worstExcess, worstInterval, intervalsChecked: checked };
+  return {
+    ok: worstExcess <= EPS,
+    admitted,
+    refundedMatched,
+    refundedUnmatched: unmatched,
+    bound,
+    worstExcess,
+    worstInterval,
+    intervalsChecked: checked,
+  };
 }

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type Admission, checkGlobalBound } from "../src/index.js";
+import { type Admission, checkGlobalBound, matchRefunds, type Refund } from "../src/index.js";
 
 const limit = { capacity: 10, refillPerSecond: 2 };
 
@@ -58,5 +58,121 @@ describe("global-bound oracle", () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  describe("refunds: gross admissions minus matched refunds", () => {
+    const flat = { capacity: 10, refillPerSecond: 0 };
+    // A burst of exactly C, each admission refundable by its id.
+    const burst = (): Admission[] =>
+      Array.from({ length: 10 }, (_, i) => ({ sentMs: 0, answeredMs: 1, cost: 1, id: `a${i}` }));
+    const later = (n: number, at = 10): Admission[] =>
+      Array.from({ length: n }, () => ({ sentMs: at, answeredMs: at + 1, cost: 1 }));
+    const refund = (admissionId: string | undefined, cost = 1, at = 5): Refund => ({
+      sentMs: at,
+      answeredMs: at + 1,
+      admissionId,
+      cost,
+    });
+
+    it("a matched refund allows exactly its cost again", () => {
+      expect(checkGlobalBound([...burst(), ...later(1)], flat, [refund("a0")])).toMatchObject({
+        ok: true,
+        admitted: 11,
+        refundedMatched: 1,
+        refundedUnmatched: 0,
+      });
+      expect(checkGlobalBound([...burst(), ...later(1)], flat).ok).toBe(false);
+      expect(checkGlobalBound([...burst(), ...later(2)], flat, [refund("a0")]).ok).toBe(false);
+    });
+
+    it("refunds that match nothing count for nothing", () => {
+      const cases: [string, Refund[], number][] = [
+        ["a repeated refund", [refund("a0"), refund("a0", 1, 6)], 2],
+        ["an unknown id", [refund("forged")], 1],
+        ["no id at all", [refund(undefined)], 1],
+        ["more than the admission's cost", [refund("a0", 2)], 2],
+        ["sent before the admission was answered", [refund("a0", 1, 0.5)], 1],
+      ];
+      for (const [what, refunds, readmitted] of cases) {
+        const v = checkGlobalBound([...burst(), ...later(readmitted)], flat, refunds);
+        expect({ what, ok: v.ok, unmatched: v.refundedUnmatched }).toEqual({
+          what,
+          ok: false,
+          unmatched: readmitted - (v.refundedMatched > 0 ? 1 : 0),
+        });
+      }
+    });
+
+    it("a refund helps only intervals its span meets", () => {
+      // 11 admitted in [0, 1]; the refund at [5, 6] came too late to pay for that burst.
+      const adm = [...burst(), { sentMs: 0, answeredMs: 1, cost: 1 }, ...later(1, 20)];
+      const v = checkGlobalBound(adm, flat, [refund("a0")]);
+      expect(v.ok).toBe(false);
+      expect(v.worstInterval).toMatchObject({ startMs: 0, endMs: 1, admitted: 11 });
+    });
+
+    it("matching: per admission, in send order, capped at the admission's cost", () => {
+      const adm: Admission[] = [{ sentMs: 0, answeredMs: 1, cost: 3, id: "x" }];
+      const m = matchRefunds(adm, [refund("x", 2, 7), refund("x", 2, 5), refund("x", 2, 9)]);
+      expect(m.matched.map((r) => [r.sentMs, r.cost])).toEqual([
+        [5, 2],
+        [7, 1],
+      ]);
+      expect(m.unmatched).toBe(3);
+      // Two admissions claiming one id: refunds of it are unidentifiable.
+      const twice: Admission[] = [...adm, { sentMs: 2, answeredMs: 3, cost: 3, id: "x" }];
+      expect(matchRefunds(twice, [refund("x")]).unmatched).toBe(1);
+    });
+
+    it("agrees with a brute-force check over every interval between any two event times", () => {
+      const admission = fc.record({
+        sentMs: fc.integer({ min: 0, max: 3000 }),
+        latencyMs: fc.integer({ min: 0, max: 300 }),
+        cost: fc.integer({ min: 1, max: 4 }),
+      });
+      const refundArb = fc.record({
+        of: fc.nat(),
+        delayMs: fc.integer({ min: -50, max: 2000 }),
+        latencyMs: fc.integer({ min: 0, max: 300 }),
+        cost: fc.integer({ min: 1, max: 5 }),
+      });
+      fc.assert(
+        fc.property(
+          fc.array(admission, { minLength: 1, maxLength: 25 }),
+          fc.array(refundArb, { maxLength: 10 }),
+          (raw, rawRefunds) => {
+            const adm: Admission[] = raw.map((a, i) => ({
+              sentMs: a.sentMs,
+              answeredMs: a.sentMs + a.latencyMs,
+              cost: a.cost,
+              id: `a${i}`,
+            }));
+            const refunds: Refund[] = rawRefunds.map((r) => {
+              const of = adm[r.of % adm.length]!;
+              const sentMs = of.answeredMs + r.delayMs;
+              return { sentMs, answeredMs: sentMs + r.latencyMs, admissionId: of.id, cost: r.cost };
+            });
+            const { matched } = matchRefunds(adm, refunds);
+            // Every send/answer time of admissions and refunds, as either end.
+            const times = [...adm, ...matched].flatMap((e) => [e.sentMs, e.answeredMs]);
+            let brute = true;
+            for (const t0 of times)
+              for (const t1 of times) {
+                if (t1 < t0) continue;
+                const inside = adm
+                  .filter((a) => a.sentMs >= t0 && a.answeredMs <= t1)
+                  .reduce((x, a) => x + a.cost, 0);
+                const back = matched
+                  .filter((m) => m.sentMs <= t1 && m.answeredMs >= t0)
+                  .reduce((x, m) => x + m.cost, 0);
+                if (inside - back > limit.capacity + (limit.refillPerSecond / 1000) * (t1 - t0) + 1e-9)
+                  brute = false;
+              }
+            expect(checkGlobalBound(adm, limit, refunds).ok).toBe(brute);
+          },
+        ),
+        { numRuns: 300 },
+      );
+    });
   });
 });

@@ -101,3 +101,8 @@ export function shardSlot(shard: number): number {
   }
   return crc % 16384;
 }
+
+/** P:f of one (tenant, resource): refund receipts already used (lua/refund.lua). */
+export function refundedReceiptsKey(tenant: string, resource: string): string {
+  return `gq:${shardTag(shardOf(tenant))}:${tenant}:${resource}:f`;
+}

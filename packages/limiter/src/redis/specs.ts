@@ -43,7 +43,11 @@ const keyScript = (file: string, extra: readonly string[]): ScriptSpec => ({
 
 export const SCRIPTS = {
   check: keyScript("check.lua", ["cost"]),
-  refund: keyScript("refund.lua", ["cost"]),
+  refund: {
+    file: "refund.lua",
+    keys: [...KEY_SCRIPT_KEYS, "P:f"],
+    argv: ["region", ...POLICY_ARGV, "cost", "receiptId", "admittedUs", "expiresUs"],
+  },
   checkCompound: {
     file: "check_compound.lua",
     keys: [],

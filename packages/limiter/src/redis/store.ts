@@ -9,12 +9,15 @@ import type {
   LeaseTiming,
   LoanRecord,
   QuotaView,
+  RefundOutcome,
+  RefundReceiptRef,
+  RefundRefusal,
   RegionStore,
 } from "../types.js";
 import { assertCost, type KeyArgs, keyArgsBuilder } from "./args.js";
 import { num, pairs, parseLoan, str } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
-import { assertName, isCluster, type RedisClient } from "./keys.js";
+import { assertName, isCluster, type RedisClient, refundedReceiptsKey } from "./keys.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
 
 export interface RedisStoreOptions {
@@ -43,7 +46,7 @@ export interface StoreCompoundDecision extends CompoundDecision {
 export interface RedisRegionStore extends RegionStore {
   check(policy: KeyPolicy, cost: number): Promise<StoreDecision>;
   checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<StoreCompoundDecision>;
-  refund(policy: KeyPolicy, cost: number): Promise<StoreDecision>;
+  refund(policy: KeyPolicy, cost: number, receipt: RefundReceiptRef): Promise<RefundOutcome<StoreDecision>>;
   /**
    * Releases `releases` (as `releaseLease` would, in order) and acquires a new
    * lease of up to `tokens` (0: release only) in one round-trip, at one Redis
@@ -64,6 +67,13 @@ export interface RedisRegionStore extends RegionStore {
 }
 
 const MAX_LEASE_TOKENS = 1_000_000;
+
+/** lua/refund.lua's refusal statuses. */
+const REFUND_REFUSALS: Readonly<Record<number, RefundRefusal>> = {
+  [-1]: "used",
+  [-2]: "expired",
+  [-3]: "lost",
+};
 
 /** A finished lease reported back: `used` of its tokens were consumed. */
 export interface LeaseReport {
@@ -196,7 +206,30 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
   return {
     region,
     check: (policy, cost) => single("check", policy, cost),
-    refund: (policy, cost) => single("refund", policy, cost),
+    async refund(policy, cost, receipt) {
+      assertCost(cost);
+      const { id, admittedUs, expiresUs } = receipt;
+      const ok =
+        /^[0-9A-Za-z_-]{1,64}$/.test(id) && Number.isSafeInteger(admittedUs) && expiresUs > admittedUs;
+      if (!ok || !Number.isSafeInteger(expiresUs)) {
+        throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `refund receipt ${JSON.stringify(receipt)}`);
+      }
+      const a = args(policy);
+      const keys = [...a.keys, refundedReceiptsKey(policy.tenant, policy.resource)];
+      const argv = [region, ...a.policyArgv, String(cost), id, admittedUs, expiresUs];
+      const r = await scripts.call("refund", keys, argv);
+      const status = num(r[0], "status");
+      const nowUs = num(r[5], "now");
+      if (status !== 1) {
+        const reason = REFUND_REFUSALS[status];
+        if (reason === undefined) throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `refund status ${status}`);
+        return { refunded: false, reason, nowUs };
+      }
+      return {
+        refunded: true,
+        decision: toDecision(policy, [r[0], r[1], r[2], r[3], r[4], r[6]], 0, nowUs, cost),
+      };
+    },
 
     async checkCompound(items) {
       const seen = new Set<string>();

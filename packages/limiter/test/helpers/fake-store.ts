@@ -8,6 +8,8 @@ import {
   type KeyPolicy,
   type Lease,
   type QuotaView,
+  type RefundOutcome,
+  type RefundReceiptRef,
   type RegionStore,
   SHARE_UNITS,
 } from "../../src/types.js";
@@ -45,6 +47,7 @@ export class FakeStore implements RegionStore {
   hang = false;
   readonly calls: { op: string; atUs: number }[] = [];
   readonly released: { leaseId: string; used: number }[] = [];
+  private readonly usedReceipts = new Set<string>();
 
   constructor(options: FakeStoreOptions = {}) {
     this.region = options.region ?? "us-east";
@@ -135,13 +138,17 @@ export class FakeStore implements RegionStore {
     return { allowed, parts, failedIndex };
   }
 
-  async refund(policy: KeyPolicy, cost: number): Promise<Decision> {
+  async refund(policy: KeyPolicy, cost: number, receipt: RefundReceiptRef): Promise<RefundOutcome> {
     const now = await this.gate("refund");
+    // As lua/refund.lua: each receipt once, before its expiry (the fake never loses state).
+    if (now >= receipt.expiresUs) return { refunded: false, reason: "expired", nowUs: now };
+    if (this.usedReceipts.has(receipt.id)) return { refunded: false, reason: "used", nowUs: now };
+    this.usedReceipts.add(receipt.id);
     const b = this.bucket(policy, now);
     const { cap } = this.slice(policy);
     b.tokens = Math.min(cap - this.outstanding(b), b.tokens + cost);
     b.refunded += cost;
-    return this.decide(policy, b, true, 0, now);
+    return { refunded: true, decision: this.decide(policy, b, true, 0, now) };
   }
 
   async acquireLease(policy: KeyPolicy, tokens: number, durationMs: number): Promise<Lease> {

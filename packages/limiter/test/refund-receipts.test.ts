@@ -1,0 +1,94 @@
+// Refund receipts without Redis: the signature covers every field, and the
+// paths that make no per-check Redis record (in-process leases) issue none.
+import { describe, expect, it } from "vitest";
+import { ReceiptSigner } from "../src/receipts.js";
+import { buildApp } from "./helpers/leased-mode.js";
+
+const SECRET = "receipt-test-secret-0123456789";
+
+function fields(receipt: string): string[] {
+  return Buffer.from(receipt.split(".")[1]!, "base64url").toString("utf8").split("|");
+}
+
+function withFields(receipt: string, f: string[]): string {
+  const [v, , mac] = receipt.split(".");
+  return `${v}.${Buffer.from(f.join("|")).toString("base64url")}.${mac}`;
+}
+
+describe("ReceiptSigner", () => {
+  const s = new ReceiptSigner(SECRET, 60_000_000);
+
+  it("round-trips the claims; ids are unique", () => {
+    const a = s.issue("us-east", "t", "r", 0.25, 1_700_000_000_000_000);
+    const b = s.issue("us-east", "t", "r", 0.25, 1_700_000_000_000_000);
+    expect(s.verify(a)).toMatchObject({
+      region: "us-east",
+      tenant: "t",
+      resource: "r",
+      cost: 0.25,
+      admittedUs: 1_700_000_000_000_000,
+      expiresUs: 1_700_000_060_000_000,
+    });
+    expect(s.verify(a)?.id).not.toBe(s.verify(b)?.id);
+    expect(new ReceiptSigner(SECRET, 1).verify(a)?.id).toBe(s.verify(a)?.id);
+  });
+
+  it("refuses a change to any field, another secret, another version, and junk", () => {
+    const r = s.issue("us-east", "t", "r", 1, 1_700_000_000_000_000);
+    const f = fields(r);
+    expect(f).toHaveLength(7);
+    const replacements = [
+      "eu-west",
+      "t2",
+      "r2",
+      "2",
+      "1700000000000001",
+      "1800000000000000",
+      "0123456789abcdef0",
+    ];
+    for (let i = 0; i < f.length; i++) {
+      const g = [...f];
+      g[i] = replacements[i]!;
+      expect({ field: i, claims: s.verify(withFields(r, g)) }).toEqual({ field: i, claims: undefined });
+    }
+    expect(new ReceiptSigner(`${SECRET}x`, 60_000_000).verify(r)).toBeUndefined();
+    expect(s.verify(r.replace(/^gq1\./, "gq2."))).toBeUndefined();
+    for (const junk of ["", "gq1", "gq1..", "gq1.a.b.c", `${r}x`, `${r}.`, "x".repeat(2000)]) {
+      expect(s.verify(junk)).toBeUndefined();
+    }
+  });
+});
+
+describe("refunds and the leased path", () => {
+  it("a check served from an in-process lease has no receipt; one served by the store has", async () => {
+    const { app } = await buildApp();
+    const key = { tenant: "cust_ent_9942", resource: "payments_checkout" };
+    const first = await app.inject({ method: "POST", url: "/v1/check", payload: key });
+    // No lease held yet: the store decided (and the client started leasing in the background).
+    expect(first.json().refundReceipt).toEqual(expect.any(String));
+    await app.limiter.leases.get(app.limiter.resolve(key.tenant, key.resource)).settled();
+    const leased = await app.inject({ method: "POST", url: "/v1/check", payload: key });
+    expect(leased.statusCode).toBe(200);
+    expect(leased.json().refundReceipt).toBeUndefined();
+    const back = await app.inject({
+      method: "POST",
+      url: "/v1/refund",
+      payload: { ...key, receipt: first.json().refundReceipt },
+    });
+    expect(back.json()).toMatchObject({ refunded: 1 });
+    await app.close();
+  });
+
+  it("the window is the receipt's: past it, 410 even on a store that never lost state", async () => {
+    const { app, store } = await buildApp();
+    const key = { tenant: "cust_ent_9942", resource: "payments_checkout" };
+    const receipt = (await app.inject({ method: "POST", url: "/v1/check", payload: key })).json()
+      .refundReceipt;
+    store.advanceMs(60_000);
+    const r = await app.inject({ method: "POST", url: "/v1/refund", payload: { ...key, receipt } });
+    expect(r.statusCode).toBe(410);
+    expect(r.json()).toMatchObject({ code: "GQ_ERR_RECEIPT_EXPIRED", field: "receipt" });
+    expect(r.json().message).toMatch(/^receipt: its refund window ended 0\.000 s ago$/);
+    await app.close();
+  });
+});
