@@ -8,7 +8,8 @@ import { decodeFrame, encodeFrame, KeyRecord, type Loan } from "@geoquota/crdt";
 import { createGossipStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
 import { type RedisServer, startRedis, startReplica } from "@geoquota/testkit";
 import { afterEach, expect, it } from "vitest";
-import { GossipDaemon } from "../src/index.js";
+import { parseRegionConfig } from "@geoquota/config";
+import { GossipDaemon, startGossip } from "../src/index.js";
 import { createRedisDaemonStore } from "../src/daemon/redis-port.js";
 
 const started: RedisServer[] = [];
@@ -125,3 +126,24 @@ it("a grant whose WAIT failed ships neither in its round nor from the record rea
   await daemon.stop();
   await port.close();
 }, 60_000);
+
+it("the daemon refuses to start on an evicting Redis, naming maxmemory-policy", async () => {
+  const server = await startRedis({ args: ["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"] });
+  started.push(server);
+  const config = parseRegionConfig(
+    {
+      region: "us-east",
+      listen: { host: "127.0.0.1", port: 0 },
+      redis: { url: server.url },
+      regions: [
+        { id: "us-east", gossip: "127.0.0.1:1" },
+        { id: "eu-west", gossip: "127.0.0.1:2" },
+      ],
+      gossip: { listen: { host: "127.0.0.1", port: 0 } },
+      sharedSecret: "test-shared-secret-0123456789",
+      adminToken: "test-admin-token-0123456789",
+    },
+    { file: "test.json", env: {} },
+  );
+  await expect(startGossip(config)).rejects.toThrow(/GQ_ERR_REDIS_SETUP.*maxmemory-policy volatile-lru/);
+});

@@ -146,6 +146,16 @@ describe("start checks", () => {
     expect(await refused(redis, 1)).toBeUndefined();
   });
 
+  it("config: redis.replicas and redis.primaryCheckMs are validated, naming the field", () => {
+    expect(() => serviceConfig("redis://127.0.0.1:1", -1)).toThrow(/redis\.replicas/);
+    expect(() => serviceConfig("redis://127.0.0.1:1", 1.5)).toThrow(/redis\.replicas/);
+    expect(() => serviceConfig("redis://127.0.0.1:1", 0, 0)).toThrow(/redis\.primaryCheckMs/);
+    expect(serviceConfig("redis://127.0.0.1:1", 2, 250).redis).toMatchObject({
+      replicas: 2,
+      primaryCheckMs: 250,
+    });
+  });
+
   it("the limiter service refuses to start on an evicting Redis", async () => {
     const server = await startRedis({ args: ["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"] });
     started.push(server);

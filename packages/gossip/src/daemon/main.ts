@@ -42,6 +42,21 @@ export function policyResolver(config: RegionConfig): PolicyResolver {
   };
 }
 
+function waitReady(redis: Redis | Cluster, timeoutMs: number): Promise<void> {
+  if (redis.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      redis.off("ready", onReady);
+      reject(new Error(`redis not ready after ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    redis.once("ready", onReady);
+  });
+}
+
 /** Starts the daemon for a loaded config; used by the CLI and by tests in-process. */
 export async function startGossip(
   config: RegionConfig,
@@ -64,6 +79,8 @@ export async function startGossip(
   // the region only once `redis.replicas` replicas hold them.
   let store: Awaited<ReturnType<typeof createRedisDaemonStore>>;
   try {
+    // A Cluster client knows no node before it is ready (the setup check would pass vacuously).
+    await waitReady(redis, 10_000);
     await checkRedisSetup(redis, { replicas: config.redis.replicas });
     store = await createRedisDaemonStore(redis, config, {
       primaryCheckMs: config.redis.primaryCheckMs,

@@ -243,6 +243,8 @@ function infoField(text: string, name: string): string {
  */
 export async function checkRedisSetup(redis: RedisClient, options: { replicas: number }): Promise<void> {
   const nodes: Redis[] = isCluster(redis) ? redis.nodes("master") : [redis];
+  if (nodes.length === 0)
+    throw new Error("no Redis Cluster master known yet: check the setup once the client is ready");
   for (const node of nodes) {
     const where = `${node.options.host}:${node.options.port}`;
     const memory = await node.info("memory");
