@@ -11,6 +11,7 @@ import { startRegionService } from "../src/main.js";
 import {
   checkRedisSetup,
   createGossipStore,
+  createPrimaryWatcher,
   initFreshRegion,
   markerKey,
   RedisStoreError,
@@ -189,6 +190,19 @@ function serviceConfig(url: string, replicas: number, primaryCheckMs = 1000) {
 }
 
 describe("failover seen by the limiter alone (no gossip daemon)", () => {
+  it("the watcher runs scripts only when a replid changed: a tick is one INFO", async () => {
+    const { redis } = await pair();
+    const evals = async () => {
+      const stats = await redis.info("commandstats");
+      return Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(stats)?.[1] ?? "0");
+    };
+    const watcher = createPrimaryWatcher(redis);
+    expect((await watcher.check()).changedShards).toBe(0);
+    const before = await evals();
+    for (let i = 0; i < 3; i++) expect((await watcher.check()).changedShards).toBe(0);
+    expect(await evals()).toBe(before);
+  });
+
   it("a new primary's replication id puts the region into recovery within redis.primaryCheckMs", async () => {
     const { primary, replica } = await pair();
     const svc = await startRegionService({
