@@ -69,6 +69,15 @@ export const RegionConfigSchema = z
         timeoutMs: intIn(1, 10_000).default(50),
         /** The URL is one node of a Redis Cluster: connect with a cluster client (slots are discovered). */
         cluster: z.boolean().default(false),
+        /**
+         * Replicas of the primary (of each master, on a Cluster). Loan grants and
+         * early returns leave the region only once all of them acknowledged
+         * (WAIT); 0 = no replicas: nothing to wait for, and a failover or a
+         * restart from an old snapshot can forget loans (docs/internals.md).
+         */
+        replicas: intIn(0, 16).default(0),
+        /** Failover detection window: how often `master_replid` is polled (limiter and daemon). */
+        primaryCheckMs: intIn(10, 60_000).default(1000),
       })
       .strict(),
     regions: z

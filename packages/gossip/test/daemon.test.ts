@@ -55,6 +55,13 @@ class FakeStore implements DaemonStore {
   async returnLoan(_p: KeyPolicy, lender: string, seq: number): Promise<ReturnedMark | null> {
     return { lender, borrower: "us-east", seq };
   }
+  /** What waitDurable answers (a replica paused: false). */
+  durableNow = true;
+  waits = 0;
+  async waitDurable() {
+    this.waits += 1;
+    return this.durableNow;
+  }
   async close() {}
 }
 
@@ -253,5 +260,90 @@ describe("gossip daemon: unreachable borrowers", () => {
       await daemon.round();
     }
     expect(store.grants.slice(before).filter((g) => g.borrower === "eu-west")).toEqual([]);
+  });
+});
+
+describe("gossip daemon: durability before shipping (DESIGN §4)", () => {
+  const shippedLoans = (link: FakeLink, peer: string) =>
+    link
+      .frames(peer)
+      .flatMap((f) => (f.kind === "delta" ? f.entries : []))
+      .flatMap((e) => [...e.record.loans.values()]);
+  const shippedReturns = (link: FakeLink, peer: string) =>
+    link
+      .frames(peer)
+      .flatMap((f) => (f.kind === "delta" ? f.entries : []))
+      .flatMap((e) => [...e.record.returned.values()]);
+
+  it("a loan read back from the store ships only after a wait covered it", async () => {
+    const { store, link, daemon } = setup();
+    // A grant whose own WAIT failed: in the store (every later read returns
+    // it), never reported as granted.
+    const r = record("us-east.x", 3);
+    const loan: Loan = { lender: "us-east", borrower: "eu-west", units: 50_000, deadlineUs: 9e6, seq: 5 };
+    r.loans.set("us-east>eu-west", loan);
+    const mark: ReturnedMark = { lender: "ap-south", borrower: "us-east", seq: 7 };
+    r.returned.set("ap-south>us-east", mark);
+    store.states.set("t1|r1", {
+      nowUs: 1e6,
+      recovering: false,
+      record: r,
+      reserved: {},
+      current: {},
+      inUse: [],
+    });
+    store.dirty.push("t1|r1");
+    store.durableNow = false;
+    for (let i = 0; i < 3; i++) await daemon.round();
+    expect(store.waits).toBe(3);
+    // Counters go out, the loan and the return do not.
+    expect(link.frames("eu-west").some((f) => f.kind === "delta")).toBe(true);
+    expect(shippedLoans(link, "eu-west")).toEqual([]);
+    expect(shippedReturns(link, "ap-south")).toEqual([]);
+    expect(daemon.recordOf("t1", "r1")?.loans.size).toBe(0);
+
+    store.durableNow = true;
+    await daemon.round();
+    expect(shippedLoans(link, "eu-west")).toEqual([loan]);
+    expect(shippedReturns(link, "ap-south")).toEqual([mark]);
+    // Covered once: no more waits for the same seqs.
+    await daemon.round();
+    expect(store.waits).toBe(4);
+  });
+
+  it("a grant reported durable needs no second wait when read back", async () => {
+    const { store, daemon } = setup();
+    let t = 1_000_000;
+    for (let i = 1; i <= 6; i++) {
+      t += 300_000;
+      store.nowUs = t;
+      const r = KeyRecord.initial();
+      r.consumed.p.set("eu-west.a", 100 * i);
+      r.denied.set("eu-west.a", 400 * i);
+      daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: r }], i));
+      await daemon.round();
+      // The store returns what it granted in its next reads.
+      const last = store.grants.at(-1);
+      if (last) {
+        const rec = KeyRecord.initial();
+        rec.loans.set(`us-east>${last.borrower}`, {
+          lender: "us-east",
+          borrower: last.borrower,
+          units: last.units,
+          deadlineUs: t + 3_000_000,
+          seq: t,
+        });
+        store.states.set("t1|r1", {
+          nowUs: t,
+          recovering: false,
+          record: rec,
+          reserved: {},
+          current: {},
+          inUse: [],
+        });
+      }
+    }
+    expect(store.grants.length).toBeGreaterThan(0);
+    expect(store.waits).toBe(0);
   });
 });

@@ -6,7 +6,13 @@ import type { FastifyInstance } from "fastify";
 import { Cluster, Redis } from "ioredis";
 import { type AppConfig, buildApp } from "./app.js";
 import type { Limiter } from "./limiter.js";
-import { createRedisStore, initFreshRegion } from "./redis/index.js";
+import {
+  checkRedisSetup,
+  createPrimaryWatcher,
+  createRedisStore,
+  initFreshRegion,
+  type PrimaryWatcher,
+} from "./redis/index.js";
 import type { RegionStore } from "./types.js";
 
 export interface RegionService {
@@ -90,6 +96,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
   let ownedRedis: Redis | Cluster | undefined;
   let store = options.store;
   let ping: (() => Promise<unknown>) | undefined;
+  let watcher: PrimaryWatcher | undefined;
   if (store === undefined) {
     let redis: Redis | Cluster;
     if (options.redis instanceof Redis || options.redis instanceof Cluster) redis = options.redis;
@@ -98,9 +105,19 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
       redis = ownedRedis;
     }
     ping = () => redis.ping();
-    if (options.fresh === true) {
+    // DESIGN §4, before serving: an evicting Redis (or undeclared replicas)
+    // is refused; the primary's replication id is checked now and then every
+    // redis.primaryCheckMs by this process itself (a failover puts the region
+    // into recovery even while no gossip daemon runs).
+    try {
       await waitReady(redis, 5000);
-      await initFreshRegion(redis);
+      await checkRedisSetup(redis, { replicas: config.redis.replicas });
+      if (options.fresh === true) await initFreshRegion(redis);
+      watcher = createPrimaryWatcher(redis);
+      await watcher.check();
+    } catch (err) {
+      ownedRedis?.disconnect();
+      throw err;
     }
     store = createRedisStore({
       redis,
@@ -127,6 +144,9 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
     ownedRedis?.disconnect();
     throw err;
   }
+  watcher?.start(config.redis.primaryCheckMs, (err) =>
+    app.log.warn({ err: (err as Error).message }, "primary check failed"),
+  );
   const address = app.server.address();
   const boundPort = typeof address === "object" && address !== null ? address.port : port;
   const shownHost = host.includes(":") ? `[${host}]` : host;
@@ -138,6 +158,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
     limiter: app.limiter,
     close() {
       closing ??= (async () => {
+        watcher?.stop();
         await app.close();
         await finalStore.close();
         if (ownedRedis !== undefined) {

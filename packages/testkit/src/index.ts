@@ -9,7 +9,13 @@ export {
 } from "./oracle.js";
 export { freePort, isLoopback } from "./ports.js";
 export { livePids, type ManagedProcess, spawnManaged, stopAll } from "./processes.js";
-export { type RedisServer, type StartRedisOptions, startRedis, startRedisServers } from "./redis.js";
+export {
+  type RedisServer,
+  type StartRedisOptions,
+  startRedis,
+  startRedisServers,
+  startReplica,
+} from "./redis.js";
 export { type RedisClusterServers, startRedisCluster } from "./redis-cluster.js";
 export { startToxiproxy, type ToxiproxyServer } from "./toxiproxy.js";
 export { waitFor } from "./wait.js";

@@ -18,6 +18,10 @@ export interface RedisServer {
   kill(): Promise<void>;
   /** Starts a new redis-server on the same port (fresh, empty: no persistence). */
   restart(): Promise<void>;
+  /** SIGSTOP: the server stays connected but answers nothing (a stalled replica). */
+  pause(): void;
+  /** SIGCONT after `pause()`. stop/kill/restart resume a paused server first. */
+  resume(): void;
 }
 
 export interface StartRedisOptions {
@@ -95,6 +99,12 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
     for (const c of clients) c.disconnect();
     clients.clear();
   };
+  let paused = false;
+  const resume = () => {
+    if (!paused) return;
+    paused = false;
+    if (current.child.exitCode === null && current.child.signalCode === null) current.child.kill("SIGCONT");
+  };
   return {
     host,
     port,
@@ -110,13 +120,21 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
     },
     async stop() {
       closeClients();
+      resume();
       await current.stop();
     },
     async kill() {
+      resume();
       current.child.kill("SIGKILL");
       await current.exited;
     },
+    pause() {
+      paused = true;
+      current.child.kill("SIGSTOP");
+    },
+    resume,
     async restart() {
+      resume();
       if (current.child.exitCode === null && current.child.signalCode === null) await current.stop();
       current = await launch(host, port, args);
     },
@@ -133,4 +151,59 @@ export async function startRedisServers(n: number, options: StartRedisOptions = 
     throw failed.reason;
   }
   return ok;
+}
+
+/** `role`, `master_link_status` and per-replica `state` from INFO replication. */
+function replicationField(text: string, name: string): string {
+  return new RegExp(`^${name}:(.*)$`, "m").exec(text)?.[1]?.trim() ?? "";
+}
+
+/**
+ * Starts a `redis-server --replicaof <primary>` (no persistence) and waits
+ * until the initial sync is done: the replica's link is up and the primary
+ * lists it `online`, so a `WAIT 1` on the primary can succeed. Sets the
+ * primary's `repl-diskless-sync-delay` to 0 (the default 5 s would delay the sync).
+ */
+export async function startReplica(
+  primary: RedisServer,
+  options: StartRedisOptions = {},
+): Promise<RedisServer> {
+  const admin = primary.client();
+  await admin.config("SET", "repl-diskless-sync-delay", "0");
+  const replica = await startRedis({
+    ...options,
+    // Load the initial sync from the socket: a disk load would leave a dump.rdb in the cwd.
+    args: [
+      "--replicaof",
+      primary.host,
+      String(primary.port),
+      "--repl-diskless-load",
+      "on-empty-db",
+      ...(options.args ?? []),
+    ],
+  });
+  const probe = replica.client();
+  try {
+    await waitFor(`replica on ${replica.port} synced with ${primary.port}`, async () => {
+      const r = await probe.info("replication");
+      return replicationField(r, "master_link_status") === "up";
+    });
+    // Linked is not enough: until the replica's first acknowledgement the
+    // primary's WAIT does not count it. Wait for an ack past a fresh write.
+    await admin.set("testkit:replica-sync", String(replica.port));
+    const target = Number(replicationField(await admin.info("replication"), "master_repl_offset"));
+    const line = new RegExp(`^slave\\d+:ip=[^,]*,port=${replica.port},state=online,offset=(\\d+)`, "m");
+    await waitFor(`replica on ${replica.port} acknowledging ${primary.port}`, async () => {
+      const m = line.exec(await admin.info("replication"));
+      return m !== null && Number(m[1]) >= target;
+    });
+    await admin.del("testkit:replica-sync");
+  } catch (err) {
+    await replica.stop();
+    throw err;
+  } finally {
+    probe.disconnect();
+    admin.disconnect();
+  }
+  return replica;
 }

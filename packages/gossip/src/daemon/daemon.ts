@@ -29,6 +29,7 @@ import {
   type PolicyOptions,
   type RegionQuota,
 } from "../policy/index.js";
+import { DurableLedger } from "./durable-ledger.js";
 import type { DaemonMetrics } from "./metrics.js";
 import type { DaemonStore, KeyState } from "./store-port.js";
 
@@ -101,6 +102,8 @@ export class GossipDaemon {
   private readonly replica: Replica;
   private readonly active = new Map<string, ActiveKey>();
   private readonly pendingMerge = new Set<string>();
+  /** Loans and returns a durability wait covered: only those leave the region (DESIGN §4). */
+  private readonly durable = new DurableLedger();
   private readonly lastHeard = new Map<string, number>();
   private readonly lastAckLag = new Map<string, number>();
   private readonly sentAt = new Map<string, Map<number, number>>();
@@ -224,7 +227,7 @@ export class GossipDaemon {
       this.deps.onError?.(`read ${key}`, err);
       return;
     }
-    this.replica.applyLocal(key, { ok: true, value: state.record });
+    this.replica.applyLocal(key, { ok: true, value: await this.durablePart(key, p.policy, state.record) });
     const merged = this.replica.state.get(key) ?? state.record;
     // Only the rate algorithms follow demand (window algorithms keep static slices).
     const algorithm = p.policy.limit.algorithm;
@@ -277,6 +280,7 @@ export class GossipDaemon {
       try {
         const mark = await this.deps.store.returnLoan(p.policy, ret.lender, ret.seq);
         if (mark) {
+          this.durable.mark(key, "return", `${mark.lender}>${mark.borrower}`, mark.seq);
           this.replica.applyLocal(key, KeyRecord.returnLoan(KeyRecord.initial(), mark));
           this.loansReturned++;
           this.deps.metrics?.loans.inc({ event: "returned" });
@@ -295,6 +299,7 @@ export class GossipDaemon {
         const loan = await this.deps.store.grantLoan(p.policy, borrower, units);
         if (loan) {
           const renewal = (state.current[borrower] ?? 0) > 0;
+          this.durable.mark(key, "loan", `${loan.lender}>${loan.borrower}`, loan.seq);
           this.replica.applyLocal(key, KeyRecord.grantLoan(KeyRecord.initial(), loan));
           this.loansGranted++;
           this.deps.metrics?.loans.inc({ event: renewal ? "renewed" : "granted" });
@@ -303,6 +308,25 @@ export class GossipDaemon {
         this.deps.onError?.(`grant ${key}`, err);
       }
     }
+  }
+
+  /**
+   * The part of a record read back from Redis that may leave the region: its
+   * loans and returns only once a durability wait started after the read
+   * succeeded (a grant whose own WAIT failed is still in Redis and would
+   * otherwise ship with the next round's read).
+   */
+  private async durablePart(key: string, policy: KeyPolicy, record: KeyRecord): Promise<KeyRecord> {
+    if (!this.durable.pending(key, record)) return record;
+    let ok = false;
+    try {
+      ok = await this.deps.store.waitDurable(policy);
+    } catch (err) {
+      this.deps.onError?.(`wait ${key}`, err);
+    }
+    if (ok) this.durable.certify(key, record);
+    else this.deps.metrics?.loans.inc({ event: "held" });
+    return this.durable.durablePart(key, record);
   }
 
   private send(peer: string, frame: Frame): boolean {

@@ -3,6 +3,7 @@
 // server for /healthz, /readyz, /metrics and /v1/status.
 import { createServer, type Server } from "node:http";
 import { loadPolicies, loadRegionConfig, type RegionConfig, resolvePolicy } from "@geoquota/config";
+import { checkRedisSetup } from "@geoquota/limiter";
 import { Cluster, Redis } from "ioredis";
 import pino from "pino";
 import { Registry } from "prom-client";
@@ -41,6 +42,21 @@ export function policyResolver(config: RegionConfig): PolicyResolver {
   };
 }
 
+function waitReady(redis: Redis | Cluster, timeoutMs: number): Promise<void> {
+  if (redis.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      redis.off("ready", onReady);
+      reject(new Error(`redis not ready after ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    redis.once("ready", onReady);
+  });
+}
+
 /** Starts the daemon for a loaded config; used by the CLI and by tests in-process. */
 export async function startGossip(
   config: RegionConfig,
@@ -57,9 +73,24 @@ export async function startGossip(
       })
     : new Redis(url, redisOptions);
   redis.on("error", (err) => log.warn({ err: err.message }, "redis error"));
-  // The daemon watches the primary's replication id: a failover to a replica
-  // that may have missed writes puts the region into recovery (DESIGN §4).
-  const store = await createRedisDaemonStore(redis, config, { primaryCheckMs: 1000 });
+  // DESIGN §4: refuse an evicting Redis (or undeclared replicas) at start;
+  // watch the primary's replication id (a failover to a replica that may have
+  // missed writes puts the region into recovery); grants and returns leave
+  // the region only once `redis.replicas` replicas hold them.
+  let store: Awaited<ReturnType<typeof createRedisDaemonStore>>;
+  try {
+    // A Cluster client knows no node before it is ready (the setup check would pass vacuously).
+    await waitReady(redis, 10_000);
+    await checkRedisSetup(redis, { replicas: config.redis.replicas });
+    store = await createRedisDaemonStore(redis, config, {
+      primaryCheckMs: config.redis.primaryCheckMs,
+      replicas: config.redis.replicas,
+      onError: (where, err) => log.warn({ where, err: (err as Error).message }, "daemon error"),
+    });
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
   const peers = config.regions.filter((r) => r.id !== config.region);
   let daemon: GossipDaemon | undefined;
   const mesh = new Mesh(

@@ -61,7 +61,7 @@ export function createDaemonMetrics(registry: Registry): DaemonMetrics {
     }),
     loans: new Counter({
       name: "geoquota_gossip_loans_total",
-      help: "Loan events: granted, renewed, refused, returned",
+      help: "Loan events: granted, renewed, refused, returned, held (read back, not yet durable: kept from peers)",
       labelNames: ["event"],
       registers,
     }),

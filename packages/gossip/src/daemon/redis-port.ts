@@ -3,8 +3,8 @@
 import type { RegionConfig } from "@geoquota/config";
 import { encodeKey, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import {
-  checkPrimary,
   createGossipStore,
+  createPrimaryWatcher,
   isCluster,
   type KeyPolicy,
   type LoanRecord,
@@ -49,8 +49,18 @@ async function scanStep(redis: RedisClient, cursor: string, count: number): Prom
 }
 
 export interface RedisDaemonStoreOptions {
-  /** How often the primary's replication id is compared with the recorded one (DESIGN §4). */
+  /**
+   * Failover detection window (config `redis.primaryCheckMs`): how often the
+   * primary's replication id is compared with the recorded one (DESIGN §4).
+   * When set, the first check runs before this function returns. Off when absent or 0.
+   */
   primaryCheckMs?: number;
+  /** Replicas every grant and return must reach before it is shipped (config `redis.replicas`). Default 0. */
+  replicas?: number;
+  /** WAIT timeout, ms (default 100). */
+  waitTimeoutMs?: number;
+  /** A periodic primary check failed (Redis unreachable): reported, retried next period. */
+  onError?: (where: string, err: unknown) => void;
 }
 
 export async function createRedisDaemonStore(
@@ -64,18 +74,18 @@ export async function createRedisDaemonStore(
     redis,
     region,
     timing: { epsilonUs: epsUs, loanDurationUs: config.lease.loanDurationMs * 1000 },
+    ...(options.replicas !== undefined ? { replicas: options.replicas } : {}),
+    ...(options.waitTimeoutMs !== undefined ? { waitTimeoutMs: options.waitTimeoutMs } : {}),
   });
   // Returns already applied on the lender side, so a re-merge does not call Redis again.
   const appliedReturns = new Map<string, number>();
-  let primaryTimer: NodeJS.Timeout | undefined;
+  const watcher = createPrimaryWatcher(redis);
   const primary = async () => {
-    await checkPrimary(redis);
+    await watcher.check();
   };
   if (options.primaryCheckMs !== undefined && options.primaryCheckMs > 0) {
-    primaryTimer = setInterval(() => {
-      primary().catch(() => {});
-    }, options.primaryCheckMs);
-    primaryTimer.unref();
+    await primary();
+    watcher.start(options.primaryCheckMs, (err) => options.onError?.("primary check", err));
   }
 
   return {
@@ -162,8 +172,12 @@ export async function createRedisDaemonStore(
       return { lender, borrower: region, seq: r.seq };
     },
 
+    waitDurable(policy) {
+      return store.waitDurable(policy);
+    },
+
     async close() {
-      if (primaryTimer) clearInterval(primaryTimer);
+      watcher.stop();
     },
   };
 }

@@ -35,9 +35,19 @@ export interface DaemonStore {
    * region (settling the bucket first), returns of loans this region granted.
    */
   mergeRemote(policy: KeyPolicy, record: KeyRecord): Promise<void>;
-  /** Grants or renews a loan of `units` to `borrower`; null when refused (floor, recovery, headroom). */
+  /**
+   * Grants or renews a loan of `units` to `borrower`; null when refused (floor,
+   * recovery, headroom) or not durable (the grant stays in the store; it is
+   * shipped once `waitDurable` covers it).
+   */
   grantLoan(policy: KeyPolicy, borrower: string, units: number): Promise<Loan | null>;
-  /** Returns lender's loan `seq` early: stops using it, durably, before the lender is told. */
+  /** Returns lender's loan `seq` early: stops using it, durably, before the lender is told (null: refused or not durable). */
   returnLoan(policy: KeyPolicy, lender: string, seq: number): Promise<ReturnedMark | null>;
+  /**
+   * True once every write the store accepted for this key before the call is
+   * durable (on every configured replica: Redis WAIT). Loans and returns read
+   * back by `readKey` leave the region only after this succeeded (DESIGN §4).
+   */
+  waitDurable(policy: KeyPolicy): Promise<boolean>;
   close(): Promise<void>;
 }

@@ -8,6 +8,8 @@ export const RedisStoreErrors = {
   GQ_ERR_BAD_NAME: "a tenant, resource or region id does not match ^[A-Za-z0-9_.-]{1,128}$",
   GQ_ERR_COMPOUND_DUPLICATE: "a compound check names the same (tenant, resource) twice",
   GQ_ERR_LEASE_ALGORITHM: "in-process leases exist only for the token bucket",
+  GQ_ERR_REDIS_SETUP:
+    "the region's Redis is set up unsafely (an evicting maxmemory-policy, more replicas than redis.replicas)",
 } as const;
 
 export type RedisStoreErrorCode = keyof typeof RedisStoreErrors;

@@ -22,7 +22,7 @@ export type GrantResult =
       readonly ok: true;
       readonly loan: LoanRecord;
       readonly nowUs: number;
-      /** False when the region has replicas and none acknowledged in time: do not ship the loan. */
+      /** False unless every configured replica acknowledged in time: do not ship the loan. */
       readonly durable: boolean;
     }
   | {
@@ -55,6 +55,13 @@ export interface GossipStore {
   drainDirty(max: number): Promise<{ nowUs: number; keys: { tenant: string; resource: string }[] }>;
   /** Everything the region holds for one key (counters, loans, leases, share), read-only. */
   readKeyState(policy: KeyPolicy): Promise<KeyStateView>;
+  /**
+   * Waits until every configured replica holds every write the key's shard
+   * accepted before the call (replication.ts `durabilityWaiter`); true when
+   * they do (always, with `replicas: 0`). What a read returned before the call
+   * may be shipped once this is true.
+   */
+  waitDurable(policy: KeyPolicy): Promise<boolean>;
 }
 
 export interface GossipStoreOptions {
@@ -63,6 +70,11 @@ export interface GossipStoreOptions {
   readonly timing: LeaseTiming;
   /** WAIT timeout for grant and return durability, ms. Default 100. */
   readonly waitTimeoutMs?: number;
+  /**
+   * Replicas every grant and return must reach before it is `durable`
+   * (config `redis.replicas`). Default 0: no replicas, nothing waited for.
+   */
+  readonly replicas?: number;
 }
 
 const MAX_DRAIN = 10_000;
@@ -72,7 +84,11 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
   assertName("region", region);
   const scripts: ScriptCaller = bindScripts(redis);
   const args: (p: KeyPolicy) => KeyArgs = keyArgsBuilder(timing);
-  const waitDurable = durabilityWaiter(redis, options.waitTimeoutMs ?? 100);
+  const replicas = options.replicas ?? 0;
+  if (!Number.isInteger(replicas) || replicas < 0) {
+    throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `replicas ${replicas}`);
+  }
+  const waitDurable = durabilityWaiter(redis, { replicas, timeoutMs: options.waitTimeoutMs ?? 100 });
   let drainStart = 0;
 
   return {
@@ -186,6 +202,10 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
 
     readKeyState(policy) {
       return inspectKey(scripts, args(policy), region);
+    },
+
+    async waitDurable(policy) {
+      return (await waitDurable(shardOf(policy.tenant))).durable;
     },
   };
 }

@@ -21,10 +21,15 @@ export {
 } from "./keys.js";
 export {
   checkPrimary,
+  checkRedisSetup,
+  createPrimaryWatcher,
+  type Durability,
   durabilityWaiter,
   ensureIncarnation,
   initFreshRegion,
   type MarkerResult,
+  type PrimaryWatcher,
+  probeKey,
   type ReplicationInfo,
   replicationInfo,
   rotateIncarnation,

@@ -1,15 +1,23 @@
 // Failover safety (DESIGN §4). A replica promoted after a failover may lack
 // the primary's last writes (loans granted, returns recorded) although the
-// incarnation marker survived. Two defences:
-// - loan grants and returns are made durable with `WAIT 1 <timeout>` before
-//   they leave the region, when the region has replicas;
+// incarnation marker survived. Three defences:
+// - loan grants and returns leave the region only once every configured
+//   replica (`redis.replicas`) acknowledged them (`durabilityWaiter`: a probe
+//   write, then `WAIT <replicas> <timeout>` on the same connection); a region
+//   whose replicas are configured but disconnected is not durable;
 // - a change of the primary's replication id (`master_replid`) rotates the
-//   marker: the region enters recovery exactly as after a lost marker.
-// A region WITHOUT replicas has neither: a restart without persistence loses
-// the marker (→ recovery, safe), but a restart WITH persistence (RDB/AOF) can
-// come back with an old snapshot and the old marker: loans granted after the
-// snapshot are forgotten and their units can be lent or used twice until they
-// lapse (≤ D + ε). Run regions with a replica, or with `appendfsync always`.
+//   marker: the region enters recovery exactly as after a lost marker. Every
+//   process that writes bucket or loan state (limiter and daemon) polls it
+//   every `redis.primaryCheckMs` (`createPrimaryWatcher`): the detection window;
+// - `checkRedisSetup` refuses, at start, an evicting `maxmemory-policy` (an
+//   evicted loan record is a forgotten reservation while the marker survives)
+//   and more connected replicas than `redis.replicas` (WAIT would not cover them).
+// A region WITHOUT replicas (`redis.replicas: 0`) has no durability wait: a
+// restart without persistence loses the marker (→ recovery, safe), but a
+// restart WITH persistence (RDB/AOF) can come back with an old snapshot and
+// the old marker: loans granted after the snapshot are forgotten and their
+// units can be lent or used twice until they lapse (≤ D + ε). Run regions
+// with a replica, or with `appendfsync always`.
 //
 // Shards: every shard k has its own marker gq:{s<k>}:inc and replid record
 // gq:{s<k>}:rid (keys.ts). A missing shard marker means that shard's state
@@ -19,7 +27,16 @@
 // with one script call per shard (never MULTI or a cross-slot pipeline).
 import type { Redis } from "ioredis";
 import { num, str } from "./decode.js";
-import { ALL_SHARDS, isCluster, markerKey, type RedisClient, replidKey, shardSlot } from "./keys.js";
+import { RedisStoreError } from "./errors.js";
+import {
+  ALL_SHARDS,
+  isCluster,
+  markerKey,
+  type RedisClient,
+  replidKey,
+  shardSlot,
+  shardTag,
+} from "./keys.js";
 import { bindScripts } from "./scripts.js";
 
 export interface ReplicationInfo {
@@ -156,24 +173,183 @@ export async function checkPrimary(redis: RedisClient): Promise<MarkerResult & {
 }
 
 /**
- * Waits until at least one replica acknowledged the writes made so far on
- * the connection serving `shard` (on a Cluster: the slot's master; ioredis
- * keeps one connection per node, so it is the one the script ran on), if
- * that node has replicas (cached for `cacheMs`). Returns whether the write is
- * durable in that sense (true without replicas: nothing to wait for).
+ * Watches the primaries' replication ids for one process (limiter or daemon).
+ * `check()` reads `INFO replication` of every master (one call per node) and
+ * runs the `replid` check of `region_init` only for shards whose replid
+ * differs from the one this watcher saw at its last complete check (all
+ * shards on the first call): the common case costs one INFO per node and no
+ * script. Concurrent watchers (limiter, daemon) agree through `gq:rid`: the
+ * first one to run the script rotates, the others find the new replid recorded.
  */
-export function durabilityWaiter(redis: RedisClient, timeoutMs: number, cacheMs = 1000) {
-  const cache = new Map<Redis, { replicas: number; checkedAt: number }>();
-  return async (shard = 0): Promise<{ durable: boolean; replicas: number }> => {
-    const node = shardNode(redis, shard);
-    const t = performance.now();
-    let c = cache.get(node);
-    if (!c || t - c.checkedAt > cacheMs) {
-      c = { replicas: (await replicationInfo(node)).connectedReplicas, checkedAt: t };
-      cache.set(node, c);
+export interface PrimaryWatcher {
+  check(): Promise<{ changedShards: number; replid: string }>;
+  /** Runs `check()` now and then every `everyMs` (never overlapping) until `stop()`. */
+  start(everyMs: number, onError?: (err: unknown) => void): void;
+  stop(): void;
+}
+
+export function createPrimaryWatcher(redis: RedisClient): PrimaryWatcher {
+  let seen: readonly string[] | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let running = false;
+  const check = async () => {
+    const replids = await shardReplids(redis);
+    const last = seen;
+    const shards = ALL_SHARDS.filter((k) => last === undefined || last[k] !== replids[k]);
+    let changedShards = 0;
+    if (shards.length > 0) {
+      const r = await Promise.all(shards.map((k) => regionInit(redis, k, "replid", replids[k] ?? "")));
+      changedShards = r.filter((x) => x.changed).length;
     }
-    if (c.replicas === 0) return { durable: true, replicas: 0 };
-    const acked = Number(await node.wait(1, timeoutMs));
-    return { durable: acked >= 1, replicas: c.replicas };
+    seen = replids;
+    return { changedShards, replid: replids[0] ?? "" };
+  };
+  return {
+    check,
+    start(everyMs, onError) {
+      if (running) return;
+      running = true;
+      const tick = () => {
+        check()
+          .catch((err: unknown) => onError?.(err))
+          .finally(() => {
+            if (!running) return;
+            timer = setTimeout(tick, everyMs);
+            timer.unref();
+          });
+      };
+      tick();
+    },
+    stop() {
+      running = false;
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+    },
+  };
+}
+
+function infoField(text: string, name: string): string {
+  const m = new RegExp(`^${name}:(.*)$`, "m").exec(text);
+  return m?.[1]?.trim() ?? "";
+}
+
+/**
+ * Start-time check of every master serving the region (DESIGN §4): an
+ * evicting `maxmemory-policy` with a `maxmemory` set is refused (eviction can
+ * drop a loan record or a bucket while the incarnation marker survives), and
+ * so is a master with more connected replicas than `redis.replicas` (the
+ * durability wait would not cover them, and a failover could promote one
+ * that missed a grant). Throws `GQ_ERR_REDIS_SETUP` naming the setting.
+ */
+export async function checkRedisSetup(redis: RedisClient, options: { replicas: number }): Promise<void> {
+  const nodes: Redis[] = isCluster(redis) ? redis.nodes("master") : [redis];
+  if (nodes.length === 0)
+    throw new Error("no Redis Cluster master known yet: check the setup once the client is ready");
+  for (const node of nodes) {
+    const where = `${node.options.host}:${node.options.port}`;
+    const memory = await node.info("memory");
+    const maxmemory = Number(infoField(memory, "maxmemory") || "0");
+    const policy = infoField(memory, "maxmemory_policy");
+    if (maxmemory > 0 && policy !== "noeviction") {
+      throw new RedisStoreError(
+        "GQ_ERR_REDIS_SETUP",
+        `${where} has maxmemory-policy ${policy} with maxmemory ${maxmemory}: eviction can forget a loan ` +
+          "reservation while the incarnation marker survives; set maxmemory-policy noeviction (or maxmemory 0)",
+      );
+    }
+    const connected = (await replicationInfo(node)).connectedReplicas;
+    if (connected > options.replicas) {
+      throw new RedisStoreError(
+        "GQ_ERR_REDIS_SETUP",
+        `${where} has ${connected} connected replicas but redis.replicas is ${options.replicas}: ` +
+          `loans would leave the region before a replica that may be promoted has them; set redis.replicas to ${connected}`,
+      );
+    }
+  }
+}
+
+/** Written right before each WAIT so that the WAIT covers every earlier write, by any connection. */
+export function probeKey(shard: number): string {
+  return `gq:${shardTag(shard)}:w`;
+}
+
+export interface Durability {
+  /** All configured replicas acknowledged. */
+  readonly durable: boolean;
+  /** Replicas that acknowledged (WAIT's reply; 0 without replicas). */
+  readonly acked: number;
+}
+
+/**
+ * Durability wait of the region's writes (DESIGN §4): resolves `durable: true`
+ * only when all `replicas` replicas acknowledged every write the shard's
+ * master had accepted before the call — whoever made it, on whichever
+ * connection. Mechanism: a probe write (`SET gq:{s<k>}:w`) and `WAIT replicas
+ * timeoutMs` pipelined on the node's connection. The probe's replication
+ * offset is past every earlier write of the server, and WAIT waits for the
+ * offset of its own connection's last write, so the probe makes WAIT cover
+ * writes made on other connections (a grant read back from Redis, a previous
+ * daemon) or before a reconnect. A reconnect between the probe and the WAIT
+ * (ioredis re-sends unanswered commands on the new connection, whose WAIT
+ * would cover nothing) counts as not durable. `replicas: 0` → durable at once
+ * (the documented no-replica risk). Calls that arrive while a wait is in
+ * flight on the node share the next one (started after they were called), so
+ * a round with many grants costs a few WAITs, not one per grant.
+ */
+export function durabilityWaiter(redis: RedisClient, options: { replicas: number; timeoutMs: number }) {
+  const { replicas, timeoutMs } = options;
+  const closes = new WeakMap<Redis, { n: number }>();
+  const generation = (node: Redis) => {
+    let c = closes.get(node);
+    if (!c) {
+      const counter = { n: 0 };
+      node.on("close", () => {
+        counter.n += 1;
+      });
+      closes.set(node, counter);
+      c = counter;
+    }
+    return c;
+  };
+  const probe = async (node: Redis, shard: number): Promise<Durability> => {
+    const gen = generation(node);
+    const before = gen.n;
+    const replies = await node.pipeline().set(probeKey(shard), "1").wait(replicas, timeoutMs).exec();
+    const waited = replies?.[1];
+    if (!replies || replies[0]?.[0] || !waited || waited[0]) return { durable: false, acked: 0 };
+    const acked = Number(waited[1]);
+    return { durable: acked >= replicas && gen.n === before, acked };
+  };
+  interface Queue {
+    inflight: Promise<Durability> | undefined;
+    next: Promise<Durability> | undefined;
+  }
+  const queues = new Map<Redis, Queue>();
+  const start = (q: Queue, node: Redis, shard: number) => {
+    const p: Promise<Durability> = probe(node, shard).finally(() => {
+      if (q.inflight === p) q.inflight = undefined;
+    });
+    q.inflight = p;
+    return p;
+  };
+  return (shard = 0): Promise<Durability> => {
+    if (replicas === 0) return Promise.resolve({ durable: true, acked: 0 });
+    const node = shardNode(redis, shard);
+    let q = queues.get(node);
+    if (!q) {
+      q = { inflight: undefined, next: undefined };
+      queues.set(node, q);
+    }
+    const queue = q;
+    if (!queue.inflight) return start(queue, node, shard);
+    if (!queue.next) {
+      const after = queue.inflight;
+      const noop = () => {};
+      queue.next = after.then(noop, noop).then(() => {
+        queue.next = undefined;
+        return start(queue, node, shard);
+      });
+    }
+    return queue.next;
   };
 }

@@ -1,0 +1,248 @@
+// DESIGN §4 on real Redis with a real replica (`redis-server --replicaof`):
+// what counts as durable (every configured replica acknowledged, whoever
+// wrote), a configured but disconnected replica is not durable, the start
+// checks (noeviction, declared replicas), and a limiter alone (no daemon)
+// that notices a failover and enters recovery.
+import { parsePolicies, parseRegionConfig } from "@geoquota/config";
+import { type RedisServer, startRedis, startReplica, waitFor } from "@geoquota/testkit";
+import type { Redis } from "ioredis";
+import { afterEach, describe, expect, it } from "vitest";
+import { startRegionService } from "../src/main.js";
+import {
+  checkRedisSetup,
+  createGossipStore,
+  createPrimaryWatcher,
+  initFreshRegion,
+  markerKey,
+  RedisStoreError,
+  shardOf,
+} from "../src/redis/index.js";
+import { policy, TIMING } from "./redis-helpers.js";
+
+const started: RedisServer[] = [];
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((s) => s.stop()));
+});
+
+async function pair(): Promise<{ primary: RedisServer; replica: RedisServer; redis: Redis }> {
+  const primary = await startRedis();
+  started.push(primary);
+  const replica = await startReplica(primary);
+  started.push(replica);
+  const redis = primary.client();
+  await initFreshRegion(redis);
+  return { primary, replica, redis };
+}
+
+/** A lender with base 500 000 ppm that can lend to eu. */
+const lenderPolicy = () => policy({ capacity: 100, refillPerSecond: 10 }, { base: 500_000 });
+
+describe("durability of grants and returns", () => {
+  it("a grant is durable once the replica has it; not while the replica is paused", async () => {
+    const { replica, redis } = await pair();
+    const gossip = createGossipStore({ redis, region: "us", timing: TIMING, replicas: 1 });
+    const p = lenderPolicy();
+    const ok = await gossip.grantLoan(p, "eu", 100_000);
+    expect(ok).toMatchObject({ ok: true, durable: true });
+    replica.pause();
+    try {
+      const held = await gossip.grantLoan(p, "eu", 100_000);
+      expect(held).toMatchObject({ ok: true, durable: false });
+      expect(await gossip.waitDurable(p)).toBe(false);
+    } finally {
+      replica.resume();
+    }
+    expect(await gossip.waitDurable(p)).toBe(true);
+  });
+
+  it("a configured replica that is disconnected (connected_slaves:0) is not durable", async () => {
+    const { primary, replica, redis } = await pair();
+    const gossip = createGossipStore({ redis, region: "us", timing: TIMING, replicas: 1 });
+    await replica.stop();
+    const admin = primary.client();
+    await waitFor("primary sees no replica", async () =>
+      /^connected_slaves:0\r?$/m.test(await admin.info("replication")),
+    );
+    const p = lenderPolicy();
+    const g = await gossip.grantLoan(p, "eu", 100_000);
+    expect(g).toMatchObject({ ok: true, durable: false });
+    expect(await gossip.waitDurable(p)).toBe(false);
+    // A borrower's early return is held the same way.
+    const borrower = policy({ capacity: 100, refillPerSecond: 10 }, { base: 500_000 });
+    const { nowUs } = await gossip.currentIncarnation(borrower.tenant);
+    const loan = { lender: "eu", borrower: "us", units: 50_000, deadlineUs: nowUs + 3_000_000, seq: 7 };
+    await gossip.mergeRemote(borrower, [loan], {});
+    const r = await gossip.returnLoan(borrower, "eu");
+    expect(r.seq).toBe(7);
+    expect(r.durable).toBe(false);
+  });
+
+  it("two replicas declared, one connected: not durable", async () => {
+    const { redis } = await pair();
+    const gossip = createGossipStore({ redis, region: "us", timing: TIMING, replicas: 2 });
+    expect(await gossip.grantLoan(lenderPolicy(), "eu", 100_000)).toMatchObject({ ok: true, durable: false });
+  });
+
+  it("the wait covers a write made on another connection (a record read back by another process)", async () => {
+    const { replica, primary, redis } = await pair();
+    const writer = createGossipStore({ redis, region: "us", timing: TIMING, replicas: 1 });
+    // A second process on its own connection (a restarted daemon reading the
+    // grant back). Its last write (a drain) is older than the grant.
+    const reader = createGossipStore({ redis: primary.client(), region: "us", timing: TIMING, replicas: 1 });
+    await reader.drainDirty(10);
+    const p = lenderPolicy();
+    expect(await reader.waitDurable(p)).toBe(true);
+    replica.pause();
+    try {
+      expect(await writer.grantLoan(p, "eu", 100_000)).toMatchObject({ durable: false });
+      // A bare WAIT on the reader's connection would wait only for the
+      // reader's own drain and answer 1, although the replica lacks the grant.
+      expect(await reader.waitDurable(p)).toBe(false);
+    } finally {
+      replica.resume();
+    }
+    expect(await reader.waitDurable(p)).toBe(true);
+  });
+
+  it("without replicas (replicas: 0) nothing is waited for", async () => {
+    const server = await startRedis();
+    started.push(server);
+    const redis = server.client();
+    await initFreshRegion(redis);
+    const gossip = createGossipStore({ redis, region: "us", timing: TIMING });
+    expect(await gossip.grantLoan(lenderPolicy(), "eu", 100_000)).toMatchObject({ ok: true, durable: true });
+  });
+});
+
+describe("start checks", () => {
+  const refused = async (redis: Redis, replicas: number) => {
+    try {
+      await checkRedisSetup(redis, { replicas });
+    } catch (err) {
+      expect(err).toBeInstanceOf(RedisStoreError);
+      expect((err as RedisStoreError).code).toBe("GQ_ERR_REDIS_SETUP");
+      return (err as Error).message;
+    }
+    return undefined;
+  };
+
+  it("an evicting maxmemory-policy with maxmemory set is refused, naming the setting", async () => {
+    const server = await startRedis({ args: ["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"] });
+    started.push(server);
+    const redis = server.client();
+    expect(await refused(redis, 0)).toMatch(/maxmemory-policy allkeys-lru/);
+    await redis.config("SET", "maxmemory-policy", "volatile-ttl");
+    expect(await refused(redis, 0)).toMatch(/maxmemory-policy volatile-ttl/);
+    await redis.config("SET", "maxmemory-policy", "noeviction");
+    expect(await refused(redis, 0)).toBeUndefined();
+    // No maxmemory: nothing is ever evicted, whatever the policy says.
+    await redis.config("SET", "maxmemory-policy", "allkeys-lru");
+    await redis.config("SET", "maxmemory", "0");
+    expect(await refused(redis, 0)).toBeUndefined();
+  });
+
+  it("more connected replicas than redis.replicas is refused", async () => {
+    const { redis } = await pair();
+    expect(await refused(redis, 0)).toMatch(/1 connected replicas but redis\.replicas is 0/);
+    expect(await refused(redis, 1)).toBeUndefined();
+  });
+
+  it("config: redis.replicas and redis.primaryCheckMs are validated, naming the field", () => {
+    expect(() => serviceConfig("redis://127.0.0.1:1", -1)).toThrow(/redis\.replicas/);
+    expect(() => serviceConfig("redis://127.0.0.1:1", 1.5)).toThrow(/redis\.replicas/);
+    expect(() => serviceConfig("redis://127.0.0.1:1", 0, 0)).toThrow(/redis\.primaryCheckMs/);
+    expect(serviceConfig("redis://127.0.0.1:1", 2, 250).redis).toMatchObject({
+      replicas: 2,
+      primaryCheckMs: 250,
+    });
+  });
+
+  it("the limiter service refuses to start on an evicting Redis", async () => {
+    const server = await startRedis({ args: ["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"] });
+    started.push(server);
+    await expect(
+      startRegionService({ config: serviceConfig(server.url, 0), policies: POLICIES, port: 0 }),
+    ).rejects.toThrow(/GQ_ERR_REDIS_SETUP.*maxmemory-policy allkeys-lru/);
+  });
+});
+
+const POLICIES = parsePolicies(
+  { default: { capacity: 10, refillPerSecond: 10 }, policies: [] },
+  "test-policies.json",
+);
+
+function serviceConfig(url: string, replicas: number, primaryCheckMs = 1000) {
+  return parseRegionConfig(
+    {
+      region: "us-east",
+      listen: { host: "127.0.0.1", port: 0 },
+      redis: { url, timeoutMs: 200, replicas, primaryCheckMs },
+      regions: [
+        { id: "us-east", gossip: "127.0.0.1:1" },
+        { id: "eu-west", gossip: "127.0.0.1:2" },
+      ],
+      gossip: { listen: { host: "127.0.0.1", port: 1 } },
+      sharedSecret: "test-shared-secret-0123456789",
+      adminToken: "test-admin-token-0123456789",
+    },
+    { file: "test.json", env: {} },
+  );
+}
+
+describe("failover seen by the limiter alone (no gossip daemon)", () => {
+  it("the watcher runs scripts only when a replid changed: a tick is one INFO", async () => {
+    const { redis } = await pair();
+    const evals = async () => {
+      const stats = await redis.info("commandstats");
+      return Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(stats)?.[1] ?? "0");
+    };
+    const watcher = createPrimaryWatcher(redis);
+    expect((await watcher.check()).changedShards).toBe(0);
+    const before = await evals();
+    for (let i = 0; i < 3; i++) expect((await watcher.check()).changedShards).toBe(0);
+    expect(await evals()).toBe(before);
+  });
+
+  it("a new primary's replication id puts the region into recovery within redis.primaryCheckMs", async () => {
+    const { primary, replica } = await pair();
+    const svc = await startRegionService({
+      config: serviceConfig(primary.url, 1, 100),
+      policies: POLICIES,
+      port: 0,
+      fresh: true,
+    });
+    try {
+      const check = async () => {
+        const res = await fetch(`${svc.url}/v1/check`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ tenant: "fo_t", resource: "api" }),
+        });
+        return (await res.json()) as { allowed: boolean };
+      };
+      expect((await check()).allowed).toBe(true);
+      const shard = shardOf("fo_t");
+      const promoted = replica.client();
+      await waitFor(
+        "the replica has the marker",
+        async () => (await promoted.get(markerKey(shard))) !== null,
+      );
+      expect(await promoted.get(markerKey(shard))).toMatch(/:0$/);
+      // Failover: the replica becomes a primary (new master_replid) and takes
+      // over the primary's address, as a virtual IP or a DNS switch would.
+      await promoted.replicaof("NO", "ONE");
+      await primary.kill();
+      await promoted.config("SET", "port", String(primary.port));
+      // ioredis in the limiter reconnects to the same address: the new primary.
+      await waitFor(
+        "the limiter rotated the marker on the new primary",
+        async () => !/:0$/.test((await promoted.get(markerKey(shard))) ?? ":0"),
+        5000,
+      );
+      // Recovery: the bucket is rebuilt empty, the check is denied.
+      expect((await check()).allowed).toBe(false);
+    } finally {
+      await svc.close();
+    }
+  });
+});
