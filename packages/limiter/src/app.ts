@@ -152,7 +152,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logger: deps.logger ?? false,
     bodyLimit: BODY_BYTES_MAX,
     // Keys of keyMaxLength (≤ 128) characters, URL-encoded (≤ 12 bytes each): not a 414.
-    maxParamLength: PARAM_CHARS_MAX,
+    routerOptions: { maxParamLength: PARAM_CHARS_MAX },
   });
   app.decorate("limiter", limiter);
   app.setValidatorCompiler(zodValidatorCompiler);

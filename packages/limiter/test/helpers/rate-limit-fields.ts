@@ -34,8 +34,8 @@ export interface DecisionJson {
   readonly scope: "region" | "process";
   readonly resetSeconds: number;
   readonly global: { readonly limit: number };
-  readonly regional?: { readonly limit: number; readonly remaining: number };
-  readonly process?: { readonly limit: number; readonly remaining: number };
+  readonly regional?: { readonly limit: number; readonly remaining: number } | undefined;
+  readonly process?: { readonly limit: number; readonly remaining: number } | undefined;
 }
 
 /** Every header of a decision agrees with its body; returns the parsed fields. */
