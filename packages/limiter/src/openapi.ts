@@ -95,13 +95,8 @@ function jsonSchema(schema: z.ZodType, io: "input" | "output", components: Json)
   delete out.$schema;
   const rewrite = (x: unknown): Json =>
     JSON.parse(JSON.stringify(x).replaceAll('"#/$defs/', '"#/components/schemas/'));
+  // A named schema (top level too) comes back as a $ref into $defs.
   for (const [id, def] of Object.entries(defs)) components[id] = rewrite(def);
-  // A named schema at the top level: reference it.
-  const id = z.globalRegistry.get(schema)?.id;
-  if (typeof id === "string") {
-    components[id] = rewrite(out);
-    return { $ref: `#/components/schemas/${id}` };
-  }
   return rewrite(out);
 }
 

@@ -171,6 +171,16 @@ describe("GET /openapi.json", () => {
     expect(result.errors ?? []).toEqual([]);
     expect(result.valid).toBe(true);
     expect(doc.openapi).toBe("3.1.0");
+    // Every $ref resolves to a component that is a schema, not another bare reference.
+    const refs = [...JSON.stringify(doc).matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g)].map(
+      (m) => m[1]!,
+    );
+    expect(refs.length).toBeGreaterThan(0);
+    for (const id of new Set(refs)) {
+      const target = doc.components.schemas[id] as Record<string, unknown> | undefined;
+      expect(target, id).toBeDefined();
+      expect(Object.keys(target!), id).not.toEqual(["$ref"]);
+    }
   });
 
   it("lists exactly the routes the app registers", async () => {
