@@ -6,8 +6,17 @@ import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildApp, hashKey } from "../src/index.js";
 import { keyHashSecretOf } from "../src/key-hygiene.js";
-import { CheckResponseSchema, DecisionSchema, ErrorSchema, QuotaViewSchema } from "../src/validation.js";
-import { testConfig, testPolicies } from "./helpers/config.js";
+import type { z } from "zod";
+import {
+  CheckResponseSchema,
+  DecisionSchema,
+  ErrorSchema,
+  HealthSchema,
+  PolicyListSchema,
+  QuotaViewSchema,
+  ReadySchema,
+} from "../src/validation.js";
+import { ADMIN_TOKEN, testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 import { expectHeadersMatchBody, parseRateLimitFields } from "./helpers/rate-limit-fields.js";
 
@@ -235,5 +244,17 @@ describe("GET /openapi.json", () => {
     // What the service answers parses with the documented schema.
     const res = await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
     expect(() => CheckResponseSchema.parse(res.json())).not.toThrow();
+    const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    const answers: [string, Record<string, string>, z.ZodType][] = [
+      ["/healthz", {}, HealthSchema],
+      ["/readyz", {}, ReadySchema],
+      ["/v1/quotas/cust_ent_9942/payments_checkout", {}, QuotaViewSchema],
+      ["/v1/policies", auth, PolicyListSchema],
+      ["/v1/policies", {}, ErrorSchema],
+    ];
+    for (const [url, headers, schema] of answers) {
+      const r = await app.inject({ method: "GET", url, headers });
+      expect(() => schema.parse(r.json()), url).not.toThrow();
+    }
   });
 });
