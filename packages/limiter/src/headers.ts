@@ -23,8 +23,11 @@ export interface HeaderFields {
   readonly policy: KeyPolicy;
 }
 
-/** Whole tokens, as every header and body field reports them. */
-const whole = (x: number) => Math.max(0, Math.floor(x));
+/** A structured-field Integer has at most 15 digits (RFC 9651 §3.3.1). */
+export const SF_INTEGER_MAX = 999_999_999_999_999;
+const clampSf = (n: number) => (Number.isFinite(n) ? Math.min(n, SF_INTEGER_MAX) : SF_INTEGER_MAX);
+/** Whole tokens, as every header and body field reports them (clamped to what a header can carry). */
+const whole = (x: number) => clampSf(Math.max(0, Math.floor(x)));
 
 /**
  * The policy's window in whole seconds (≥ 1): the window of the window
@@ -32,20 +35,20 @@ const whole = (x: number) => Math.max(0, Math.floor(x));
  * region's slice C·s/U at r·s/U has the same). Undefined without refill.
  */
 export function windowSeconds(limit: LimitSpec): number | undefined {
-  if (limit.windowMs !== undefined) return Math.max(1, Math.ceil(limit.windowMs / 1000));
+  if (limit.windowMs !== undefined) return clampSf(Math.max(1, Math.ceil(limit.windowMs / 1000)));
   if (!(limit.refillPerSecond > 0)) return undefined;
-  return Math.max(1, Math.ceil(limit.capacity / limit.refillPerSecond));
+  return clampSf(Math.max(1, Math.ceil(limit.capacity / limit.refillPerSecond)));
 }
 
 /** `Retry-After` in whole seconds ≥ 1: a client told "0" would retry at once. */
 export function retryAfterHeader(retryAfterSeconds: number): number {
-  return Math.max(1, Math.ceil(retryAfterSeconds));
+  return clampSf(Math.max(1, Math.ceil(retryAfterSeconds)));
 }
 
 export function rateLimitHeaders(r: HeaderFields): Record<string, string> {
   const limit = whole(r.scopeLimit);
   const remaining = whole(r.remaining);
-  const reset = Math.max(0, Math.ceil(r.resetSeconds));
+  const reset = clampSf(Math.max(0, Math.ceil(r.resetSeconds)));
   const w = windowSeconds(r.policy.limit);
   // The partition key: the key as stored (hashed when it had other characters).
   const pk = Buffer.from(`${r.policy.tenant}|${r.policy.resource}`);
