@@ -106,7 +106,7 @@ describe("httpCheckSender", () => {
     server = undefined;
   });
 
-  it("maps 200/429 JSON to allowed/denied and anything else to error, over keep-alive", async () => {
+  it("maps 200/429 JSON to allowed/denied (200 with allowed: false too) and anything else to error, over keep-alive", async () => {
     let n = 0;
     server = createServer((req, res) => {
       let body = "";
@@ -114,9 +114,9 @@ describe("httpCheckSender", () => {
       req.on("end", () => {
         const cost = (JSON.parse(body) as { cost: number }).cost;
         n++;
-        const code = n === 1 ? 200 : n === 2 ? 429 : 500;
+        const code = n === 1 || n === 3 ? 200 : n === 2 ? 429 : 500;
         res.writeHead(code, { "content-type": "application/json" });
-        res.end(JSON.stringify({ allowed: code === 200, cost }));
+        res.end(JSON.stringify({ allowed: n === 1, cost }));
       });
     });
     await new Promise<void>((r) => server!.listen(0, "127.0.0.1", () => r()));
@@ -125,6 +125,7 @@ describe("httpCheckSender", () => {
     const body = { tenant: "t", resource: "r", cost: 1 };
     expect(await s.send(0, body)).toEqual({ outcome: OUTCOME.allowed });
     expect(await s.send(0, body)).toEqual({ outcome: OUTCOME.denied });
+    expect(await s.send(0, body)).toEqual({ outcome: OUTCOME.denied }); // deniedStatus 200
     expect(await s.send(0, body)).toEqual({ outcome: OUTCOME.error });
     expect(await s.send(7, body)).toEqual({ outcome: OUTCOME.error });
     await s.close();

@@ -133,6 +133,11 @@ export const RegionConfigSchema = z
     adminToken: SecretRefSchema,
     breaker: breakerSchema,
     failMode: z.enum(["closed", "open"]).default("closed"),
+    /**
+     * Status of a denied POST /v1/check: 429, or 200 for clients that read
+     * `allowed` from the body and treat any non-2xx as a transport error.
+     */
+    deniedStatus: z.literal([429, 200], { error: "expected 429 or 200" }).default(429),
     keyHashSecret: SecretRefSchema.optional(),
     leased: leasedSchema,
     refund: refundSchema,

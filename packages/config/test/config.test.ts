@@ -74,6 +74,8 @@ describe("region config", () => {
     expect(c.leased.batch).toBe(50);
     expect(c.leased.lowWater).toBe(10);
     expect(c.keyHashSecret).toBeUndefined();
+    expect(c.deniedStatus).toBe(429);
+    expect(parseRegionConfig({ ...good(), deniedStatus: 200 }, { file: "x.json" }).deniedStatus).toBe(200);
   });
 
   it("names the file and the field path", () => {
@@ -87,6 +89,8 @@ describe("region config", () => {
   it.each([
     [{ region: "nowhere" }, "region: region nowhere is not in regions[]"],
     [{ failMode: "maybe" }, "failMode:"],
+    [{ deniedStatus: 403 }, "deniedStatus: expected 429 or 200"],
+    [{ deniedStatus: "200" }, "deniedStatus: expected 429 or 200"],
     [{ redis: { url: "http://x" } }, "redis.url: expected redis:// or rediss:// URL"],
     [{ floorPpm: 600_000 }, "floorPpm: floor × 2 regions exceeds 1000000"],
     [{ lease: { epsilonMs: 250, loanDurationMs: 1000 } }, "lease.loanDurationMs: expected ≥"],

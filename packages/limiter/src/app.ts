@@ -1,7 +1,13 @@
 // The region's HTTP service (DESIGN §8). Built by buildApp(deps) and tested
 // with app.inject(); only main.ts listens.
 import { createHash, timingSafeEqual } from "node:crypto";
-import { type PolicySet, parsePolicySpec, type RegionConfig, withPolicy } from "@geoquota/config";
+import {
+  type PolicySet,
+  PolicySpecSchema,
+  parsePolicySpec,
+  type RegionConfig,
+  withPolicy,
+} from "@geoquota/config";
 import Fastify, {
   type FastifyError,
   type FastifyInstance,
@@ -15,9 +21,30 @@ import { decisionBody, rateLimitHeaders } from "./headers.js";
 import { validateKeyPart } from "./key-hygiene.js";
 import { type CheckResult, Limiter } from "./limiter.js";
 import { breakerStateValue, createMetrics } from "./metrics.js";
-import { geoquotaRateLimit } from "./plugin.js";
+import {
+  collectRoutes,
+  openApiDocument,
+  type RouteDoc,
+  withParser,
+  zodValidatorCompiler,
+} from "./openapi.js";
 import type { RegionStore } from "./types.js";
-import { CompoundCheckSchema, parseBody, RefundSchema, SingleCheckSchema } from "./validation.js";
+import {
+  CheckBodySchema,
+  CheckResponseSchema,
+  type CompoundCheck,
+  ErrorSchema,
+  HealthSchema,
+  NotReadySchema,
+  PolicyListSchema,
+  RefundSchema,
+  parseBody,
+  parseCheckBody,
+  QuotaViewSchema,
+  ReadySchema,
+  type SingleCheck,
+  SingleCheckSchema,
+} from "./validation.js";
 
 export type AppConfig = Pick<
   RegionConfig,
@@ -31,7 +58,12 @@ export type AppConfig = Pick<
   | "keyMaxLength"
   | "adminToken"
   | "refund"
-> & { readonly keyHashSecret?: string };
+> &
+  Partial<Pick<RegionConfig, "deniedStatus">> & {
+    readonly keyHashSecret?: string;
+    /** Key parts are hashed with keyHashSecret, else a secret derived from this (same in every region). */
+    readonly sharedSecret?: string;
+  };
 
 export interface AppDeps {
   readonly store: RegionStore;
@@ -53,6 +85,44 @@ declare module "fastify" {
 }
 
 export const BODY_BYTES_MAX = 64 * 1024;
+/** A path parameter (tenant, resource) of 128 characters, each up to 4 UTF-8 bytes as %XX. */
+const PARAM_CHARS_MAX = 128 * 12;
+
+/** Headers every decision carries (headers.ts). */
+const DECISION_HEADERS = [
+  "RateLimit-Policy",
+  "RateLimit",
+  "RateLimit-Limit",
+  "RateLimit-Remaining",
+  "RateLimit-Reset",
+  "X-RateLimit-Limit",
+  "X-RateLimit-Remaining",
+  "X-RateLimit-Reset",
+  "X-RateLimit-Scope",
+];
+const badRequest = { description: "invalid input; `field` names it", schema: ErrorSchema };
+const unauthorized = { description: "missing or wrong bearer token", schema: ErrorSchema };
+
+const CHECK_DOC: RouteDoc = {
+  summary: "Decide and charge one limit, or several all-or-nothing",
+  description:
+    "Single form `{tenant, resource, cost?}`, or compound `{limits: [...]}`. Denied: 429, or 200 with " +
+    "`allowed: false` when the region config says `deniedStatus: 200`.",
+  tags: ["limits"],
+  responses: {
+    200: {
+      description: "allowed (or denied, with deniedStatus 200)",
+      schema: CheckResponseSchema,
+      headers: DECISION_HEADERS,
+    },
+    400: badRequest,
+    429: {
+      description: "denied",
+      schema: CheckResponseSchema,
+      headers: [...DECISION_HEADERS, "Retry-After"],
+    },
+  },
+};
 
 function digest(s: string): Buffer {
   return createHash("sha256").update(s).digest();
@@ -80,8 +150,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...(deps.clock !== undefined ? { clock: deps.clock } : {}),
     ...(deps.ping !== undefined ? { ping: deps.ping } : {}),
   });
-  const app = Fastify({ logger: deps.logger ?? false, bodyLimit: BODY_BYTES_MAX });
+  const app = Fastify({
+    logger: deps.logger ?? false,
+    bodyLimit: BODY_BYTES_MAX,
+    // Keys of keyMaxLength (≤ 128) characters, URL-encoded (≤ 12 bytes each): not a 414.
+    routerOptions: { maxParamLength: PARAM_CHARS_MAX },
+  });
   app.decorate("limiter", limiter);
+  app.setValidatorCompiler(zodValidatorCompiler);
+  // Before any route: /openapi.json lists exactly what is registered.
+  const routes = collectRoutes(app);
+  const deniedStatus = deps.config.deniedStatus ?? 429;
   // Leases held by this process go back to the bucket on shutdown; the store is the caller's.
   app.addHook("onClose", async () => {
     await limiter.leases.close();
@@ -106,71 +185,91 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
   };
 
-  app.post("/v1/check", async (req, reply) => {
-    const body = req.body as Record<string, unknown> | undefined;
-    if (body !== null && typeof body === "object" && "limits" in body) {
-      const c = parseBody(CompoundCheckSchema, body);
-      const r = await limiter.checkCompound(c.limits);
-      // Headers follow the binding limit: the failed one, else the one with least remaining.
-      const bindingIndex =
-        r.failedIndex >= 0
-          ? r.failedIndex
-          : r.parts.reduce((best, p, i) => (p.remaining < r.parts[best]!.remaining ? i : best), 0);
-      const binding = r.parts[bindingIndex]!;
-      reply.headers(rateLimitHeaders({ ...binding, allowed: r.allowed, degraded: r.degraded }));
-      return reply.code(r.allowed ? 200 : 429).send({
-        ...decisionBody(binding),
-        allowed: r.allowed,
-        degraded: r.degraded,
-        failedIndex: r.failedIndex,
-        parts: r.parts.map((p, i) => ({
-          tenant: c.limits[i]!.tenant,
-          resource: c.limits[i]!.resource,
-          ...decisionBody(p),
-          ...receiptField(p),
-        })),
-      });
-    }
-    const b = parseBody(SingleCheckSchema, body);
-    const r = await limiter.check(b.tenant, b.resource, b.cost);
-    reply.headers(rateLimitHeaders(r));
-    return reply.code(r.allowed ? 200 : 429).send({ ...decisionBody(r), ...receiptField(r) });
-  });
+  app.post(
+    "/v1/check",
+    { schema: { body: withParser(CheckBodySchema, parseCheckBody) }, config: { openapi: CHECK_DOC } },
+    async (req, reply) => {
+      const body = req.body as SingleCheck | CompoundCheck;
+      if ("limits" in body) {
+        const c = body;
+        const r = await limiter.checkCompound(c.limits);
+        // Headers follow the binding limit: the failed one, else the one with least remaining.
+        const bindingIndex =
+          r.failedIndex >= 0
+            ? r.failedIndex
+            : r.parts.reduce((best, p, i) => (p.remaining < r.parts[best]!.remaining ? i : best), 0);
+        const binding = r.parts[bindingIndex]!;
+        reply.headers(rateLimitHeaders({ ...binding, allowed: r.allowed, degraded: r.degraded }));
+        return reply.code(r.allowed ? 200 : deniedStatus).send({
+          ...decisionBody(binding),
+          allowed: r.allowed,
+          degraded: r.degraded,
+          failedIndex: r.failedIndex,
+          parts: r.parts.map((p, i) => ({
+            tenant: c.limits[i]!.tenant,
+            resource: c.limits[i]!.resource,
+            ...decisionBody(p),
+            ...receiptField(p),
+          })),
+        });
+      }
+      const r = await limiter.check(body.tenant, body.resource, body.cost);
+      reply.headers(rateLimitHeaders(r));
+      return reply.code(r.allowed ? 200 : deniedStatus).send({ ...decisionBody(r), ...receiptField(r) });
+    },
+  );
 
   // Refunds need the receipt of an allowed check (DESIGN §7; packages/limiter/README.md).
-  app.post("/v1/refund", async (req, reply) => {
+  app.post("/v1/refund", { schema: { body: withParser(RefundSchema, (d) => d) } }, async (req, reply) => {
     const b = parseBody(RefundSchema, req.body);
     const r = await limiter.refund(b.tenant, b.resource, b.receipt, b.cost);
     return reply.send({ refunded: r.refunded, ...decisionBody(r), allowed: true });
   });
 
-  app.get<{ Params: { tenant: string; resource: string } }>("/v1/quotas/:tenant/:resource", async (req) => {
-    const { tenant, resource } = req.params;
-    const { policy, view } = await limiter.inspect(tenant, resource);
-    const regions = limiter.regionShares(tenant, resource);
-    return {
-      tenant,
-      resource,
-      region: limiter.region,
-      key: policy.tenant === tenant ? undefined : policy.tenant,
-      policy: {
-        ...limiter.spec(tenant, resource),
-        baseShare: policy.baseShare,
-        floorShare: policy.floorShare,
-      },
-      share: view.share,
-      recovering: view.recovering,
-      tokens: view.tokens,
-      nowUs: view.nowUs,
-      regions,
-      knownShares: knownShares(limiter.region, regions, view),
-      counters: view.counters,
-      loans: { out: view.loansOut, in: view.loansIn },
-      breaker: limiter.breaker.state,
-    };
-  });
+  const quotaDoc: RouteDoc = {
+    summary: "This region's view of one key",
+    description: "`tenant` and `resource` as sent to /v1/check (URL-encoded); hashed keys are found too.",
+    tags: ["limits"],
+    responses: { 200: { description: "the view", schema: QuotaViewSchema }, 400: badRequest },
+  };
+  app.get<{ Params: { tenant: string; resource: string } }>(
+    "/v1/quotas/:tenant/:resource",
+    { config: { openapi: quotaDoc } },
+    async (req) => {
+      const { tenant, resource } = req.params;
+      const { policy, view } = await limiter.inspect(tenant, resource);
+      const regions = limiter.regionShares(tenant, resource);
+      return {
+        tenant,
+        resource,
+        region: limiter.region,
+        key: policy.tenant === tenant ? undefined : policy.tenant,
+        resourceKey: policy.resource === resource ? undefined : policy.resource,
+        policy: {
+          ...limiter.spec(tenant, resource),
+          baseShare: policy.baseShare,
+          floorShare: policy.floorShare,
+        },
+        share: view.share,
+        recovering: view.recovering,
+        tokens: view.tokens,
+        nowUs: view.nowUs,
+        regions,
+        knownShares: knownShares(limiter.region, regions, view),
+        counters: view.counters,
+        loans: { out: view.loansOut, in: view.loansIn },
+        breaker: limiter.breaker.state,
+      };
+    },
+  );
 
-  app.get("/v1/policies", { preHandler: requireAdmin }, async () => {
+  const policiesDoc: RouteDoc = {
+    summary: "Every policy this process uses",
+    tags: ["admin"],
+    admin: true,
+    responses: { 200: { description: "the policies", schema: PolicyListSchema }, 401: unauthorized },
+  };
+  app.get("/v1/policies", { preHandler: requireAdmin, config: { openapi: policiesDoc } }, async () => {
     const p = limiter.policies;
     return {
       default: p.default,
@@ -181,9 +280,24 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     };
   });
 
+  const putPolicyDoc: RouteDoc = {
+    summary: "Set one policy in this process (tenant `*`: the resource's default)",
+    tags: ["admin"],
+    admin: true,
+    responses: {
+      200: { description: "the policy as stored" },
+      400: badRequest,
+      401: unauthorized,
+    },
+  };
   app.put<{ Params: { tenant: string; resource: string } }>(
     "/v1/policies/:tenant/:resource",
-    { preHandler: requireAdmin },
+    {
+      preHandler: requireAdmin,
+      // Documented here, validated by the handler (after the admin check; weights are refused).
+      schema: { body: withParser(PolicySpecSchema.meta({ id: "PolicySpec" }), (d) => d) },
+      config: { openapi: putPolicyDoc },
+    },
     async (req) => {
       const { tenant, resource } = req.params;
       if (tenant !== "*") validateKeyPart("tenant", tenant, deps.config.keyMaxLength);
@@ -206,34 +320,58 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   );
 
-  app.get("/metrics", async (_req, reply) => {
-    metrics.breakerState.set(breakerStateValue(limiter.breaker.state));
-    return reply.header("content-type", registry.contentType).send(await registry.metrics());
+  const doc = (
+    summary: string,
+    responses: RouteDoc["responses"],
+    tags = ["ops"],
+  ): { config: { openapi: RouteDoc } } => ({
+    config: { openapi: { summary, tags, responses } },
   });
-
-  app.get("/healthz", async () => ({ status: "ok", region: limiter.region }));
-
-  app.get("/readyz", async (_req, reply: FastifyReply) => {
-    const ok = await limiter.ready();
-    if (!ok) {
-      const e = new LimiterError("GQ_ERR_STORE_UNAVAILABLE");
-      return reply.code(503).send({ ...errorBody(e), status: "not_ready", region: limiter.region });
-    }
-    return { status: "ready", region: limiter.region, breaker: limiter.breaker.state };
-  });
-
-  // The seed's protected route, as the example of the plugin on a user route.
-  await app.register(geoquotaRateLimit, { limiter });
-  app.post(
-    "/v1/payments/checkout",
-    {
-      config: {
-        rateLimit: { resource: "payments_checkout", key: { header: "x-tenant-id", fallback: "anonymous" } },
-      },
+  app.get(
+    "/metrics",
+    doc("Prometheus metrics", { 200: { description: "exposition format", contentType: "text/plain" } }),
+    async (_req, reply) => {
+      metrics.breakerState.set(breakerStateValue(limiter.breaker.state));
+      return reply.header("content-type", registry.contentType).send(await registry.metrics());
     },
-    async (req) => {
-      const tenant = req.headers["x-tenant-id"] ?? "anonymous";
-      return { status: "accepted", tenant, region: limiter.region };
+  );
+
+  app.get(
+    "/healthz",
+    doc("Liveness", { 200: { description: "process up", schema: HealthSchema } }),
+    async () => ({
+      status: "ok",
+      region: limiter.region,
+    }),
+  );
+
+  app.get(
+    "/readyz",
+    doc("Readiness: the store answers", {
+      200: { description: "ready", schema: ReadySchema },
+      503: { description: "the store did not answer", schema: NotReadySchema },
+    }),
+    async (_req, reply: FastifyReply) => {
+      const ok = await limiter.ready();
+      if (!ok) {
+        const e = new LimiterError("GQ_ERR_STORE_UNAVAILABLE");
+        return reply.code(503).send({ ...errorBody(e), status: "not_ready", region: limiter.region });
+      }
+      return { status: "ready", region: limiter.region, breaker: limiter.breaker.state };
+    },
+  );
+
+  let openapi: Record<string, unknown> | undefined;
+  app.get(
+    "/openapi.json",
+    doc("This document (OpenAPI 3.1)", { 200: { description: "the document" } }, ["meta"]),
+    async () => {
+      openapi ??= openApiDocument(routes, {
+        title: "geoquota regional limiter",
+        version: "1",
+        description: "One region's HTTP service: decisions, refunds, quota inspection, policy admin, ops.",
+      });
+      return openapi;
     },
   );
 

@@ -7,7 +7,7 @@ export const ERRORS = {
   GQ_ERR_INVALID_BODY: { statusCode: 400, message: "request body is invalid" },
   GQ_ERR_INVALID_KEY: {
     statusCode: 400,
-    message: "tenant or resource has characters outside [A-Za-z0-9_.-]",
+    message: "tenant or resource has characters outside [A-Za-z0-9_.-] where they cannot be hashed",
   },
   GQ_ERR_KEY_TOO_LONG: {
     statusCode: 400,

@@ -13,8 +13,23 @@ export { type MonotonicClock, monotonicNow } from "./clock.js";
 export { type ErrorCode, ERRORS, errorBody, isStoreUnavailable, LimiterError } from "./errors.js";
 export { type FailOpenBound, FailOpenBuckets } from "./fail-open.js";
 export { GuardedStore, type GuardedStoreOptions, type StoreErrorKind } from "./guarded-store.js";
-export { decisionBody, type HeaderFields, rateLimitHeaders } from "./headers.js";
-export { hashKey, ipKey, KEY_MAX_LENGTH, KEY_PATTERN, validateKeyPart } from "./key-hygiene.js";
+export {
+  type DecisionBody,
+  decisionBody,
+  type HeaderFields,
+  rateLimitHeaders,
+  retryAfterHeader,
+  windowSeconds,
+} from "./headers.js";
+export {
+  hashKey,
+  ipKey,
+  KEY_MAX_LENGTH,
+  KEY_PATTERN,
+  keyHashSecretOf,
+  storedKeyPart,
+  validateKeyPart,
+} from "./key-hygiene.js";
 export { LeasePool, type LeasePoolOptions } from "./lease-pool.js";
 export { LeasedClient, type LeasedClientOptions } from "./leased-client.js";
 export {
@@ -26,6 +41,7 @@ export {
   type LimiterConfig,
   type LimiterDeps,
   type RefundResult,
+  type LimitScope,
 } from "./limiter.js";
 export {
   connectRegionRedis,
@@ -37,6 +53,16 @@ export {
 } from "./main.js";
 export { createMetrics, type LimiterMetrics } from "./metrics.js";
 export { RECEIPT_CHARS_MAX, type ReceiptClaims, ReceiptSigner } from "./receipts.js";
+export {
+  collectRoutes,
+  type OpenApiInfo,
+  openApiDocument,
+  type RegisteredRoute,
+  type ResponseDoc,
+  type RouteDoc,
+  withParser,
+  zodValidatorCompiler,
+} from "./openapi.js";
 export {
   geoquotaRateLimit,
   type KeySource,
@@ -115,4 +141,13 @@ export {
   type RegionStore,
   SHARE_UNITS,
 } from "./types.js";
-export { COMPOUND_LIMITS_MAX, COST_MAX } from "./validation.js";
+export {
+  CheckBodySchema,
+  CheckResponseSchema,
+  COMPOUND_LIMITS_MAX,
+  CompoundDecisionSchema,
+  COST_MAX,
+  DecisionSchema,
+  ErrorSchema,
+  RateLimitedSchema,
+} from "./validation.js";

@@ -1,6 +1,8 @@
 // Key hygiene (seed Q4): unbounded key spaces (client IPs, arbitrary tenant
 // strings) must not become unbounded Redis keys. IPs aggregate to /24 (IPv4)
-// and /64 (IPv6); optional HMAC-SHA256 truncated to 16 hex chars; lengths capped.
+// and /64 (IPv6); key parts with characters outside [A-Za-z0-9_.-] (`user:123`,
+// e-mail addresses, base64 API keys) are stored as HMAC-SHA256 truncated to 16
+// hex chars; lengths capped.
 import { createHmac } from "node:crypto";
 import { isIPv4, isIPv6 } from "node:net";
 import { LimiterError } from "./errors.js";
@@ -8,7 +10,10 @@ import { LimiterError } from "./errors.js";
 export const KEY_PATTERN = /^[A-Za-z0-9_.-]+$/;
 export const KEY_MAX_LENGTH = 128;
 
-/** Throws a 400 LimiterError naming `field` when `value` is not a valid key part. */
+/**
+ * Throws a 400 LimiterError naming `field` when `value` is not a readable key
+ * part (policy names: `PUT /v1/policies/...`). Checks use `storedKeyPart`.
+ */
 export function validateKeyPart(field: string, value: unknown, maxLength = KEY_MAX_LENGTH): string {
   if (typeof value !== "string" || value.length === 0) {
     throw new LimiterError("GQ_ERR_INVALID_BODY", `${field}: expected a non-empty string`, { field });
@@ -83,4 +88,49 @@ function v4Key(ip: string, prefix: number): string {
 /** HMAC-SHA256(secret, key) truncated to 16 hex chars (64 bits), prefixed `h-`. */
 export function hashKey(secret: string, key: string): string {
   return `h-${createHmac("sha256", secret).update(key).digest("hex").slice(0, 16)}`;
+}
+
+/** Label mixed into the derived secret, so the key hash never equals a gossip MAC. */
+const DERIVED_KEY_HASH_LABEL = "geoquota key-hash v1";
+
+/**
+ * The secret key parts are hashed with: `keyHashSecret`, else one derived from
+ * `sharedSecret` (which every region already shares for gossip), so every
+ * region maps the same key to the same stored name. Undefined without either.
+ */
+export function keyHashSecretOf(config: {
+  readonly keyHashSecret?: string | undefined;
+  readonly sharedSecret?: string | undefined;
+}): string | undefined {
+  if (config.keyHashSecret !== undefined) return config.keyHashSecret;
+  if (config.sharedSecret === undefined) return undefined;
+  return createHmac("sha256", config.sharedSecret).update(DERIVED_KEY_HASH_LABEL).digest("hex");
+}
+
+/**
+ * A key part as stored in Redis: itself when it is only [A-Za-z0-9_.-], else
+ * `hashKey(secret, value)`. Empty or longer than `maxLength` characters → 400
+ * naming `field`; characters outside the set without a secret → 400 too.
+ */
+export function storedKeyPart(
+  field: string,
+  value: unknown,
+  maxLength: number,
+  secret: string | undefined,
+): string {
+  if (typeof value !== "string" || value.length === 0) {
+    throw new LimiterError("GQ_ERR_INVALID_BODY", `${field}: expected a non-empty string`, { field });
+  }
+  if (value.length > maxLength) {
+    throw new LimiterError("GQ_ERR_KEY_TOO_LONG", `${field}: longer than ${maxLength} characters`, { field });
+  }
+  if (KEY_PATTERN.test(value)) return value;
+  if (secret === undefined) {
+    throw new LimiterError(
+      "GQ_ERR_INVALID_KEY",
+      `${field}: characters outside [A-Za-z0-9_.-] need a key-hash secret (keyHashSecret or sharedSecret)`,
+      { field },
+    );
+  }
+  return hashKey(secret, value);
 }

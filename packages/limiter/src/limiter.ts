@@ -8,7 +8,7 @@ import { isStoreUnavailable, LimiterError } from "./errors.js";
 import { type FailOpenBound, FailOpenBuckets } from "./fail-open.js";
 import { GuardedStore } from "./guarded-store.js";
 import { RedisStoreError } from "./redis/errors.js";
-import { hashKey, validateKeyPart } from "./key-hygiene.js";
+import { hashKey, keyHashSecretOf, storedKeyPart } from "./key-hygiene.js";
 import { LeasePool } from "./lease-pool.js";
 import { ReceiptSigner } from "./receipts.js";
 import { breakerStateValue, type LimiterMetrics } from "./metrics.js";
@@ -18,14 +18,28 @@ import { type Decision, type KeyPolicy, type QuotaView, type RegionStore, SHARE_
 export type LimiterConfig = Pick<
   RegionConfig,
   "region" | "regions" | "redis" | "breaker" | "failMode" | "leased" | "floorPpm" | "keyMaxLength" | "refund"
-> & { readonly keyHashSecret?: string };
+> & { readonly keyHashSecret?: string; readonly sharedSecret?: string };
 
 export type DecisionSource = "store" | "lease" | "fail_open" | "unavailable";
 
+/**
+ * Whose quota `remaining` counts: the region's bucket (a store decision), or
+ * this process's own tokens (held leases, fail-open bucket, store unavailable).
+ */
+export type LimitScope = "region" | "process";
+
 export interface CheckResult {
   readonly allowed: boolean;
+  /** The global capacity C of the key's policy. */
   readonly limit: number;
+  /** Cost the scope could still admit now (≥ 0, fractional). */
   readonly remaining: number;
+  readonly scope: LimitScope;
+  /**
+   * Capacity of the scope: the region's current slice C·share/U, or the most
+   * tokens this process holds for the key (fail-open: its bucket C·b/U).
+   */
+  readonly scopeLimit: number;
   readonly resetSeconds: number;
   readonly retryAfterSeconds: number;
   readonly region: string;
@@ -83,10 +97,12 @@ export class Limiter {
   private policySet: PolicySet;
   private readonly ping: (() => Promise<unknown>) | undefined;
   private readonly receipts: ReceiptSigner;
+  private readonly keyHashSecret: string | undefined;
 
   constructor(deps: LimiterDeps) {
     this.ping = deps.ping;
     this.receipts = new ReceiptSigner(deps.config.refund.secret, deps.config.refund.windowMs * 1000);
+    this.keyHashSecret = keyHashSecretOf(deps.config);
     const clock = deps.clock ?? monotonicNow;
     this.config = deps.config;
     this.metrics = deps.metrics;
@@ -132,22 +148,24 @@ export class Limiter {
   }
 
   /**
-   * Validates the key parts and resolves the policy. Tenants without an
-   * explicit policy are hashed when a key-hashing secret is configured (an
-   * unbounded key space); named tenants keep readable keys.
+   * Validates the key parts and resolves the policy (by the names as given).
+   * Key parts with characters outside [A-Za-z0-9_.-] are stored hashed
+   * (`storedKeyPart`); with `keyHashSecret` set, tenants without an explicit
+   * policy are hashed too (an unbounded key space); named tenants keep
+   * readable keys.
    */
   resolve(tenant: string, resource: string, fieldPrefix = ""): KeyPolicy {
     const max = this.config.keyMaxLength;
-    validateKeyPart(`${fieldPrefix}tenant`, tenant, max);
-    validateKeyPart(`${fieldPrefix}resource`, resource, max);
+    const storedTenant = storedKeyPart(`${fieldPrefix}tenant`, tenant, max, this.keyHashSecret);
+    const storedResource = storedKeyPart(`${fieldPrefix}resource`, resource, max, this.keyHashSecret);
     const p = resolvePolicy(this.policySet, this.regionIds, this.config.region, tenant, resource, {
       floorPpm: this.config.floorPpm,
     });
     const secret = this.config.keyHashSecret;
     if (secret !== undefined && !this.policySet.entries.has(policyKey(tenant, resource))) {
-      return { ...p, tenant: hashKey(secret, tenant) };
+      return { ...p, tenant: hashKey(secret, tenant), resource: storedResource };
     }
-    return p;
+    return { ...p, tenant: storedTenant, resource: storedResource };
   }
 
   private keyClass(tenant: string, resource: string): string {
@@ -166,6 +184,8 @@ export class Limiter {
       allowed: d.allowed,
       limit: d.limit,
       remaining: Math.max(0, finiteOr(d.remaining, 0)),
+      scope: "region",
+      scopeLimit: (policy.limit.capacity * d.share) / SHARE_UNITS,
       resetSeconds: Math.max(0, finiteOr(d.resetSeconds, 0)),
       // Cost beyond this region's slice: no finite wait is promised; report the full-refill time.
       retryAfterSeconds: Math.max(
@@ -184,10 +204,15 @@ export class Limiter {
     const { cap, rate } = this.slice(policy);
     const degraded = source !== "lease" || this.breaker.state !== "closed";
     const retry = allowed ? 0 : Math.max(1, Math.ceil(this.breaker.msUntilProbe() / 1000));
+    // A leased client holds at most lowWater + batch (it prefetches one batch at the low-water mark).
+    const l = this.config.leased;
+    const held = source === "fail_open" ? cap : l.enabled ? l.batch + l.lowWater : 0;
     const result: CheckResult = {
       allowed,
       limit: policy.limit.capacity,
       remaining,
+      scope: "process",
+      scopeLimit: Math.max(held, remaining),
       resetSeconds: rate > 0 ? Math.max(0, (cap - remaining) / rate) : 0,
       retryAfterSeconds: retry,
       region: this.config.region,

@@ -3,6 +3,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { buildApp } from "../src/index.js";
 import { ADMIN_TOKEN, manualClock, REGION_IDS, testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
+import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
+import { CompoundDecisionSchema, DecisionSchema } from "../src/validation.js";
 
 let app: FastifyInstance | undefined;
 afterEach(async () => {
@@ -26,32 +28,41 @@ describe("POST /v1/check", () => {
     const res = await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
     expect(res.statusCode).toBe(200);
     const body = res.json();
+    DecisionSchema.parse(body);
     expect(Object.keys(body).sort()).toEqual(
       [
         "allowed",
         "degraded",
+        "global",
         "limit",
         "region",
+        "regional",
         "remaining",
         "resetSeconds",
         "retryAfterSeconds",
+        "scope",
         "refundReceipt",
       ].sort(),
     );
+    // us-east holds 333_333 ppm of C = 1000: a slice of 333.333 tokens, one spent; whole tokens.
     expect(body).toMatchObject({
       allowed: true,
-      limit: 1000,
+      limit: 333,
+      remaining: 332,
+      scope: "region",
+      regional: { limit: 333, remaining: 332 },
+      global: { limit: 1000 },
       region: "us-east",
       degraded: false,
       retryAfterSeconds: 0,
     });
-    // us-east holds 333_333 ppm of C = 1000: 333.333 tokens, one spent.
-    expect(body.remaining).toBeCloseTo(332.333, 6);
-    expect(res.headers["ratelimit-limit"]).toBe("1000");
+    const f = expectHeadersMatchBody(res.headers, body);
+    // The window of C = 1000 at 1000/min: a drained bucket refills in 60 s (the slice too).
+    expect(f.global.params.get("w")).toBe(60);
+    expect(f.scoped.params.get("w")).toBe(60);
+    expect(f.pk).toBe("cust_ent_9942|payments_checkout");
+    expect(res.headers["ratelimit-limit"]).toBe("333");
     expect(res.headers["ratelimit-remaining"]).toBe("332");
-    expect(res.headers["x-ratelimit-limit"]).toBe("1000");
-    expect(res.headers["x-ratelimit-remaining"]).toBe("332");
-    expect(res.headers["ratelimit-reset"]).toBe(res.headers["x-ratelimit-reset"]);
     expect(Number(res.headers["ratelimit-reset"])).toBeGreaterThan(0);
     expect(res.headers["retry-after"]).toBeUndefined();
     expect(res.headers["x-ratelimit-degraded"]).toBeUndefined();
@@ -62,21 +73,25 @@ describe("POST /v1/check", () => {
     // Default: C = 5, this region's slice 1.67 tokens.
     const first = await check(app, { tenant: "nobody_known", resource: "payments_checkout" });
     expect(first.statusCode).toBe(200);
-    expect(first.json().limit).toBe(5);
+    expect(first.json()).toMatchObject({ limit: 1, global: { limit: 5 } });
     const second = await check(app, { tenant: "nobody_known", resource: "payments_checkout" });
     expect(second.statusCode).toBe(429);
-    expect(second.json()).toMatchObject({ allowed: false, limit: 5, degraded: false });
+    expect(second.json()).toMatchObject({ allowed: false, limit: 1, remaining: 0, degraded: false });
     expect(second.json().retryAfterSeconds).toBeGreaterThan(0);
     expect(Number(second.headers["retry-after"])).toBeGreaterThanOrEqual(1);
     expect(second.headers["ratelimit-remaining"]).toBe("0");
+    // On a denial the service limit's t is the Retry-After value.
+    expectHeadersMatchBody(second.headers, second.json());
   });
 
-  it("accepts fractional cost and defaults cost to 1", async () => {
+  it("accepts fractional cost and defaults cost to 1; remaining is whole tokens", async () => {
     const { app } = await setup();
+    // Slice 3.33333: 2.83 left → 2, then 1.83 → 1.
     const a = await check(app, { tenant: "cust_free_1018", resource: "payments_checkout", cost: 0.5 });
-    expect(a.json().remaining).toBeCloseTo(10 * 0.333333 - 0.5, 9);
+    expect(a.json()).toMatchObject({ limit: 3, remaining: 2 });
     const b = await check(app, { tenant: "cust_free_1018", resource: "payments_checkout" });
-    expect(b.json().remaining).toBeCloseTo(10 * 0.333333 - 1.5, 9);
+    expect(b.json()).toMatchObject({ limit: 3, remaining: 1 });
+    expectHeadersMatchBody(b.headers, b.json());
   });
 
   it.each([
@@ -87,9 +102,11 @@ describe("POST /v1/check", () => {
     [{ tenant: "t", resource: "r", cost: "1" }, "GQ_ERR_INVALID_BODY", "cost"],
     [{ tenant: "t", resource: "r", cost: 1e12 }, "GQ_ERR_INVALID_BODY", "cost"],
     [{ tenant: "t", resource: "r", extra: 1 }, "GQ_ERR_INVALID_BODY", "extra"],
-    [{ tenant: "a{b}", resource: "r" }, "GQ_ERR_INVALID_KEY", "tenant"],
-    [{ tenant: "t", resource: "r:x" }, "GQ_ERR_INVALID_KEY", "resource"],
+    [{ tenant: "", resource: "r" }, "GQ_ERR_INVALID_BODY", "tenant"],
+    [{ tenant: 7, resource: "r" }, "GQ_ERR_INVALID_BODY", "tenant"],
     [{ tenant: "x".repeat(129), resource: "r" }, "GQ_ERR_KEY_TOO_LONG", "tenant"],
+    [{ tenant: "t", resource: "é".repeat(129) }, "GQ_ERR_KEY_TOO_LONG", "resource"],
+    [{ limits: [{ tenant: "t", resource: "r:".repeat(65) }] }, "GQ_ERR_KEY_TOO_LONG", "limits[0].resource"],
     [{ limits: [] }, "GQ_ERR_INVALID_BODY", "limits"],
     [{ limits: [{ tenant: "t", resource: "r", cost: -2 }] }, "GQ_ERR_INVALID_BODY", "limits[0].cost"],
     [
@@ -145,11 +162,16 @@ describe("POST /v1/check", () => {
       failedIndex: -1,
       parts: [{ allowed: true }, { allowed: true }],
     });
+    CompoundDecisionSchema.parse(ok.json());
+    // Headers follow the binding part (least remaining: the free tier, 3.33 − 2 → 1 of 3).
+    expect(ok.json()).toMatchObject({ limit: 3, remaining: 1, global: { limit: 10 } });
+    expectHeadersMatchBody(ok.headers, ok.json());
     // Free tier slice 3.33: 1.33 left; the next 2 fail, and the enterprise part is not charged.
     const denied = await check(app, { limits });
     expect(denied.statusCode).toBe(429);
-    expect(denied.json()).toMatchObject({ allowed: false, failedIndex: 1, limit: 10 });
+    expect(denied.json()).toMatchObject({ allowed: false, failedIndex: 1, limit: 3, global: { limit: 10 } });
     expect(denied.headers["retry-after"]).toBeDefined();
+    expectHeadersMatchBody(denied.headers, denied.json());
     const view = await store.inspect({
       tenant: "cust_ent_9942",
       resource: "payments_checkout",
@@ -171,7 +193,8 @@ describe("refund, quotas, health, metrics", () => {
     const r = await app.inject({ method: "POST", url: "/v1/refund", payload: { ...key, receipt, cost: 2 } });
     expect(r.statusCode).toBe(200);
     expect(r.json().refunded).toBe(2);
-    expect(r.json().remaining).toBeCloseTo(10 * 0.333333 - 1, 9);
+    // 3.33 − 3 + 2 = 2.33 → 2 whole tokens.
+    expect(r.json().remaining).toBe(2);
     // Denials carry no receipt; nor does a refund without one go through.
     for (let i = 0; i < 3; i++) await check(app, key);
     const denied = await check(app, key);
@@ -223,9 +246,9 @@ describe("refund, quotas, health, metrics", () => {
     expect(q.knownShares).toEqual({ "us-east": 333_333, "eu-west": 333_333, "ap-south": 333_334 });
     expect(q.counters.admitted).toEqual({ "us-east.1": 1 });
     expect(q.loans).toEqual({ out: [], in: [] });
-    const bad = await app.inject({ method: "GET", url: "/v1/quotas/a%7Bb/payments_checkout" });
+    const bad = await app.inject({ method: "GET", url: `/v1/quotas/${"x".repeat(129)}/payments_checkout` });
     expect(bad.statusCode).toBe(400);
-    expect(bad.json().field).toBe("tenant");
+    expect(bad.json()).toMatchObject({ code: "GQ_ERR_KEY_TOO_LONG", field: "tenant" });
   });
 
   it("healthz always, readyz only when the store answers", async () => {
@@ -297,7 +320,7 @@ describe("policy admin", () => {
       algorithm: "token_bucket",
     });
     const res = await check(app, { tenant: "new_tenant", resource: "payments_checkout" });
-    expect(res.json().limit).toBe(300);
+    expect(res.json().global.limit).toBe(300);
   });
 
   it("400 naming the field for an invalid policy; weights only through the files", async () => {
@@ -330,6 +353,14 @@ describe("degraded modes", () => {
       expect(r.statusCode).toBe(429);
       expect(r.json().degraded).toBe(true);
       expect(r.headers["x-ratelimit-degraded"]).toBe("true");
+      // No store answer: the decision is this process's (it holds no leases: 0 of 0).
+      expect(r.json()).toMatchObject({
+        scope: "process",
+        limit: 0,
+        remaining: 0,
+        process: { limit: 0, remaining: 0 },
+      });
+      expectHeadersMatchBody(r.headers, r.json());
     }
     const calls = store.calls.length;
     const r = await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
@@ -366,6 +397,10 @@ describe("degraded modes", () => {
         (await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" })).statusCode,
       );
     expect(admitted).toEqual([200, 200, 200, 429, 429]);
+    // Process scope: its fail-open bucket, capacity C·b/U = 333.333 → 333, with the slice's window.
+    const last = await check(app, { tenant: "cust_ent_9942", resource: "payments_checkout" });
+    expect(last.json()).toMatchObject({ scope: "process", limit: 333, remaining: 0 });
+    expect(expectHeadersMatchBody(last.headers, last.json()).scoped.params.get("w")).toBe(60);
   });
 
   it("refund while the store is down is a 503 from the catalog", async () => {
@@ -382,26 +417,10 @@ describe("degraded modes", () => {
   });
 });
 
-describe("the protected checkout route (plugin example)", () => {
-  it("keys by X-Tenant-ID and answers 429 with the same headers", async () => {
+describe("the service keeps only the product's routes", () => {
+  it("the seed's checkout route moved to the demo", async () => {
     const { app } = await setup();
-    const post = (tenant?: string) =>
-      app.inject({
-        method: "POST",
-        url: "/v1/payments/checkout",
-        headers: tenant === undefined ? {} : { "x-tenant-id": tenant },
-        payload: {},
-      });
-    const ok = await post("cust_free_1018");
-    expect(ok.statusCode).toBe(200);
-    expect(ok.json()).toMatchObject({ status: "accepted", tenant: "cust_free_1018" });
-    expect(ok.headers["ratelimit-limit"]).toBe("10");
-    const codes = [];
-    for (let i = 0; i < 4; i++) codes.push((await post("cust_free_1018")).statusCode);
-    expect(codes).toEqual([200, 200, 429, 429]);
-    const denied = await post("cust_free_1018");
-    expect(denied.json()).toMatchObject({ code: "GQ_ERR_RATE_LIMITED", allowed: false, limit: 10 });
-    expect(denied.headers["retry-after"]).toBeDefined();
-    expect((await post()).headers["ratelimit-limit"]).toBe("5");
+    const r = await app.inject({ method: "POST", url: "/v1/payments/checkout", payload: {} });
+    expect(r.statusCode).toBe(404);
   });
 });

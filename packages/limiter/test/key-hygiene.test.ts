@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { hashKey, ipKey, type LimiterError, validateKeyPart } from "../src/index.js";
+import { keyHashSecretOf, KEY_PATTERN, storedKeyPart } from "../src/key-hygiene.js";
 
 describe("key hygiene", () => {
   it("aggregates IPv4 to /24", () => {
@@ -59,5 +60,51 @@ describe("key hygiene", () => {
     expect(err(() => validateKeyPart("resource", "a|b")).code).toBe("GQ_ERR_INVALID_KEY");
     expect(err(() => validateKeyPart("resource", "")).code).toBe("GQ_ERR_INVALID_BODY");
     expect(err(() => validateKeyPart("resource", "a|b")).statusCode).toBe(400);
+  });
+
+  it("storedKeyPart: readable keys stay, any other characters become the HMAC; lengths still capped", () => {
+    const secret = "secret-one-0123456789";
+    expect(storedKeyPart("tenant", "cust_ent_9942", 128, secret)).toBe("cust_ent_9942");
+    for (const raw of ["user:123", "a@b.example", "q+/Zm9v=", "ünïcødé", "a b", "{tag}"]) {
+      const stored = storedKeyPart("tenant", raw, 128, secret);
+      expect(stored).toBe(hashKey(secret, raw));
+      expect(KEY_PATTERN.test(stored)).toBe(true);
+    }
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 128, unit: "grapheme" }), (raw) => {
+        fc.pre(raw.length <= 128);
+        const stored = storedKeyPart("k", raw, 128, secret);
+        // Always a valid Redis key part (what the Lua scripts accept), and deterministic.
+        expect(/^[A-Za-z0-9_.-]{1,128}$/.test(stored)).toBe(true);
+        expect(storedKeyPart("k", raw, 128, secret)).toBe(stored);
+      }),
+    );
+    const err = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return e as LimiterError;
+      }
+      throw new Error("expected a throw");
+    };
+    const long = err(() => storedKeyPart("limits[2].tenant", "é".repeat(129), 128, secret));
+    expect(long.code).toBe("GQ_ERR_KEY_TOO_LONG");
+    expect(long.field).toBe("limits[2].tenant");
+    expect(err(() => storedKeyPart("tenant", "", 128, secret)).code).toBe("GQ_ERR_INVALID_BODY");
+    const noSecret = err(() => storedKeyPart("resource", "a:b", 128, undefined));
+    expect(noSecret.code).toBe("GQ_ERR_INVALID_KEY");
+    expect(noSecret.message).toMatch(/^resource: /);
+  });
+
+  it("the hashing secret: keyHashSecret, else derived from the shared secret (never the shared secret itself)", () => {
+    expect(keyHashSecretOf({ keyHashSecret: "k".repeat(16), sharedSecret: "s".repeat(16) })).toBe(
+      "k".repeat(16),
+    );
+    const derived = keyHashSecretOf({ sharedSecret: "s".repeat(16) });
+    expect(derived).toMatch(/^[0-9a-f]{64}$/);
+    expect(derived).not.toBe("s".repeat(16));
+    expect(keyHashSecretOf({ sharedSecret: "s".repeat(16) })).toBe(derived);
+    expect(keyHashSecretOf({ sharedSecret: "t".repeat(16) })).not.toBe(derived);
+    expect(keyHashSecretOf({})).toBeUndefined();
   });
 });

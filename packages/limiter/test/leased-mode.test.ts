@@ -3,6 +3,7 @@
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildApp, withPoliciesFor } from "./helpers/leased-mode.js";
+import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
 
 let app: FastifyInstance | undefined;
 afterEach(async () => {
@@ -23,6 +24,21 @@ describe("leased mode", () => {
       expect(r.statusCode).toBe(200);
       expect(r.json().degraded).toBe(false);
     }
+    // A lease-served decision speaks for this process: its held tokens out of the most it holds.
+    const client = app.limiter.leases.peek(app.limiter.resolve("cust_ent_9942", "payments_checkout"))!;
+    await client.settled();
+    const r = await app.inject({
+      method: "POST",
+      url: "/v1/check",
+      payload: { tenant: "cust_ent_9942", resource: "payments_checkout" },
+    });
+    const body = r.json();
+    // It holds at most batch + lowWater = 60 (a prefetch lands at the low-water mark).
+    expect(body).toMatchObject({ scope: "process", limit: 60, global: { limit: 1000 } });
+    const f = expectHeadersMatchBody(r.headers, body);
+    // Leases do not refill: the process policy has no window; the global one does.
+    expect(f.scoped.params.has("w")).toBe(false);
+    expect(f.global.params.get("w")).toBe(60);
     const acquires = s.store.calls.filter((c) => c.op === "acquireLease").length;
     const checks = s.store.calls.filter((c) => c.op === "check").length;
     // Batches of 50: ~2-3 leases, and at most a check or two while the first lease is in flight.

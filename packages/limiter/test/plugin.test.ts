@@ -1,8 +1,10 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
 import { geoquotaRateLimit, Limiter } from "../src/index.js";
+import { RateLimitedSchema } from "../src/validation.js";
 import { testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
+import { expectHeadersMatchBody, parseRateLimitFields } from "./helpers/rate-limit-fields.js";
 
 let app: FastifyInstance | undefined;
 afterEach(async () => {
@@ -47,11 +49,16 @@ describe("Fastify plugin on users' routes", () => {
     expect(denied.json()).toMatchObject({
       code: "GQ_ERR_RATE_LIMITED",
       allowed: false,
-      limit: 5,
+      limit: 1,
+      remaining: 0,
+      scope: "region",
+      global: { limit: 5 },
       region: "us-east",
     });
+    RateLimitedSchema.parse(denied.json());
     expect(denied.headers["retry-after"]).toBeDefined();
-    expect(denied.headers["ratelimit-limit"]).toBe("5");
+    expect(denied.headers["ratelimit-limit"]).toBe("1");
+    expectHeadersMatchBody(denied.headers, denied.json());
     expect((await hit("198.51.101.1")).statusCode).toBe(200);
   });
 
@@ -69,12 +76,18 @@ describe("Fastify plugin on users' routes", () => {
     expect(free.headers["ratelimit-limit"]).toBeUndefined();
   });
 
-  it("custom key function; invalid keys are a 400 naming the field", async () => {
+  it("custom key function; any characters are hashed, over-long keys are a 400 naming the field", async () => {
     const { app } = await userApp();
     expect((await app.inject({ method: "GET", url: "/custom?u=alice" })).statusCode).toBe(200);
-    const bad = await app.inject({ method: "GET", url: "/custom?u=a:b" });
-    expect(bad.statusCode).toBe(400);
-    expect(bad.json()).toMatchObject({ code: "GQ_ERR_INVALID_KEY" });
+    const odd = await app.inject({ method: "GET", url: "/custom?u=a:b" });
+    expect(odd.statusCode).toBe(200);
+    // The partition key is the stored key: the HMAC, never the raw `a:b`.
+    const pk = parseRateLimitFields(odd.headers).limits[0]?.params.get("pk") as ArrayBuffer;
+    expect(Buffer.from(pk).toString()).toMatch(/^h-[0-9a-f]{16}\|api$/);
+    const long = await app.inject({ method: "GET", url: `/custom?u=${"x".repeat(129)}` });
+    expect(long.statusCode).toBe(400);
+    expect(long.json()).toMatchObject({ code: "GQ_ERR_KEY_TOO_LONG" });
+    expect(long.json().message).toBe("tenant: longer than 128 characters");
   });
 
   it("global options apply to routes without their own config; keys are hashed when configured", async () => {
@@ -88,7 +101,7 @@ describe("Fastify plugin on users' routes", () => {
       headers: { "x-forwarded-for": "192.0.2.9" },
     });
     expect(r.statusCode).toBe(200);
-    expect(r.headers["ratelimit-limit"]).toBe("5");
+    expect(r.headers["ratelimit-limit"]).toBe("1");
     // The store never sees the raw subnet, only its HMAC.
     const sent = store.calls.length;
     expect(sent).toBe(1);

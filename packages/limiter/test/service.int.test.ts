@@ -7,7 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { hashKey } from "../src/index.js";
+import { keyHashSecretOf } from "../src/key-hygiene.js";
 import { type RegionService, runRegion, startRegionService } from "../src/main.js";
+import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
 
 const policies = parsePolicies(
   {
@@ -70,15 +73,24 @@ describe("service on real Redis", () => {
     try {
       const ok = await post(svc, { tenant: "cust_ent_9942", resource: "payments_checkout", cost: 2.5 });
       expect(ok.status).toBe(200);
-      expect(ok.body).toMatchObject({ allowed: true, limit: 1000, region: "us-east", degraded: false });
-      // Half of C = 1000 (two regions), 2.5 spent.
-      expect(Math.floor(ok.body.remaining as number)).toBe(497);
+      // Half of C = 1000 (two regions): a slice of 500, 2.5 spent → 497 whole tokens.
+      expect(ok.body).toMatchObject({
+        allowed: true,
+        limit: 500,
+        remaining: 497,
+        scope: "region",
+        global: { limit: 1000 },
+        region: "us-east",
+        degraded: false,
+      });
       expect(ok.headers.get("ratelimit-remaining")).toBe("497");
+      expectHeadersMatchBody(Object.fromEntries(ok.headers), ok.body as never);
       const first = await post(svc, { tenant: "anon_x", resource: "payments_checkout", cost: 2 });
       expect(first.status).toBe(200);
       const denied = await post(svc, { tenant: "anon_x", resource: "payments_checkout", cost: 1 });
       expect(denied.status).toBe(429);
       expect(Number(denied.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      expectHeadersMatchBody(Object.fromEntries(denied.headers), denied.body as never);
       const compound = await post(svc, {
         limits: [
           { tenant: "cust_ent_9942", resource: "payments_checkout", cost: 1 },
@@ -98,6 +110,14 @@ describe("service on real Redis", () => {
       // The compound denial charged nothing: only the 2.5 of the first check.
       expect(Object.values((q.counters as { admitted: Record<string, number> }).admitted)).toEqual([2.5]);
       expect((await fetch(`${svc.url}/readyz`)).status).toBe(200);
+      // Keys with any characters reach the Lua scripts hashed, and inspection finds them by the original.
+      const odd = { tenant: "user:123@example.com", resource: "payments_checkout" };
+      expect((await post(svc, odd)).status).toBe(200);
+      const view = await fetch(`${svc.url}/v1/quotas/${encodeURIComponent(odd.tenant)}/${odd.resource}`);
+      expect(view.status).toBe(200);
+      const v = (await view.json()) as { key: string; counters: { admitted: Record<string, number> } };
+      expect(v.key).toBe(hashKey(keyHashSecretOf(config(redis.url, false))!, odd.tenant));
+      expect(Object.values(v.counters.admitted)).toEqual([1]);
     } finally {
       await svc.close();
     }
@@ -121,6 +141,7 @@ describe("service on real Redis", () => {
         const r = await post(svc, key);
         statuses.push(r.status);
         if (r.status === 200) admittedDuringOutage++;
+        if (r.status === 200) expect(r.body.scope).toBe("process");
         if (r.status === 429) {
           expect(r.body.degraded).toBe(true);
           expect(r.headers.get("x-ratelimit-degraded")).toBe("true");
@@ -185,7 +206,13 @@ describe("service on real Redis", () => {
       expect((await fetch(`${svc.url}/healthz`)).status).toBe(200);
       const r = await post(svc, { tenant: "someone", resource: "api", cost: 10 });
       expect(r.status).toBe(200);
-      expect(r.body).toMatchObject({ region: "solo", limit: 10, degraded: false });
+      expect(r.body).toMatchObject({
+        region: "solo",
+        limit: 10,
+        remaining: 0,
+        global: { limit: 10 },
+        degraded: false,
+      });
     } finally {
       await svc.close();
     }

@@ -48,7 +48,8 @@ export function chaosSender(
       });
       const json = (await res.body.json()) as { allowed?: unknown; degraded?: unknown };
       const allowed = res.statusCode === 200 && json.allowed === true;
-      const denied = res.statusCode === 429 && json.allowed === false;
+      // 429, or 200 with allowed: false from a region with deniedStatus 200.
+      const denied = (res.statusCode === 429 || res.statusCode === 200) && json.allowed === false;
       if (!allowed && !denied) return { outcome: OUTCOME.error };
       if (records.length < recordsMax)
         records.push({

@@ -162,7 +162,9 @@ export function httpCheckSender(
       });
       const json = (await res.body.json()) as { allowed?: unknown };
       if (res.statusCode === 200 && json.allowed === true) return { outcome: OUTCOME.allowed };
-      if (res.statusCode === 429 && json.allowed === false) return { outcome: OUTCOME.denied };
+      // A denial is 429, or 200 with allowed: false from a region with deniedStatus 200.
+      if ((res.statusCode === 429 || res.statusCode === 200) && json.allowed === false)
+        return { outcome: OUTCOME.denied };
       return { outcome: OUTCOME.error };
     } catch {
       return { outcome: OUTCOME.error };
