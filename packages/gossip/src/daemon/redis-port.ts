@@ -55,7 +55,7 @@ export interface RedisDaemonStoreOptions {
 
 export async function createRedisDaemonStore(
   redis: RedisClient,
-  config: Pick<RegionConfig, "region" | "lease">,
+  config: Pick<RegionConfig, "region" | "lease"> & Partial<Pick<RegionConfig, "leased">>,
   options: RedisDaemonStoreOptions = {},
 ): Promise<DaemonStore & { checkPrimary(): Promise<void> }> {
   const region = config.region;
@@ -63,7 +63,12 @@ export async function createRedisDaemonStore(
   const store = createGossipStore({
     redis,
     region,
-    timing: { epsilonUs: epsUs, loanDurationUs: config.lease.loanDurationMs * 1000 },
+    // Same leased mode as the region's limiter: it is part of every bucket's fingerprint.
+    timing: {
+      epsilonUs: epsUs,
+      loanDurationUs: config.lease.loanDurationMs * 1000,
+      leasedMode: config.leased?.enabled === true,
+    },
   });
   // Returns already applied on the lender side, so a re-merge does not call Redis again.
   const appliedReturns = new Map<string, number>();
