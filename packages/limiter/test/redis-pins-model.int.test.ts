@@ -91,7 +91,7 @@ const op = fc.oneof(
       units: fc.integer({ min: 100_000, max: 480_000 }),
       tokens: fc.integer({ min: 30, max: 98 }),
       durMs: fc.integer({ min: 100, max: 300 }),
-      then: fc.constantFrom("return", "lend", "none"),
+      after: fc.constantFrom("return", "lend", "none"),
     }),
   ),
 );
@@ -109,9 +109,9 @@ function expand(s: { op: Op; sleepMs: number }): { op: Op; sleepMs: number }[] {
     { op: { kind: "check", at: o.at, cost: 0 }, sleepMs: 60 },
     { op: { kind: "lease", at: o.at, tokens: o.tokens, durMs: o.durMs }, sleepMs: 0 },
   ];
-  if (o.then === "return") out.push({ op: { kind: "return", at: o.at }, sleepMs: 0 });
+  if (o.after === "return") out.push({ op: { kind: "return", at: o.at }, sleepMs: 0 });
   // A region whose clients hold leases lends (its own base back, or more).
-  if (o.then === "lend")
+  if (o.after === "lend")
     out.push({ op: { kind: "grant", at: o.at, units: o.units, durMs: 300 }, sleepMs: 0 });
   return out;
 }
