@@ -428,6 +428,14 @@ local function ctx_leases(B)
   return B.leases
 end
 
+-- The stored fingerprint is this policy's, with or without the leased-mode flag: a limiter and a
+-- daemon that disagree about leased mode (misconfiguration) must not empty the bucket at every
+-- call. The flag only shapes the recovery part of the schedule: turning leased mode on cannot
+-- leave forgotten leases behind (there were none), turning it off keeps a conservative schedule.
+local function same_policy(stored, pv)
+  return stored == pv or (stored ~= false and (stored .. ':L' == pv or stored == pv .. ':L'))
+end
+
 -- Loads P:b settled to now. A missing bucket or one of another incarnation
 -- is created now: empty before recoveryEnd + C/r, full after (DESIGN §4); one
 -- of another policy restarts empty (B.restarted: callers store it even on a
@@ -440,7 +448,7 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
               recovering = now < rend, i = 1 }
   local h = redis.call('HMGET', kb, vf, 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de')
   B.xe, B.dg, B.de, B.has = h[8], h[9], h[10], h[2] ~= false
-  if h[3] == marker and h[7] == P.pv then
+  if h[3] == marker and same_policy(h[7], P.pv) then
     B.ts, B.s, B.o = tonumber(h[2]), tonumber(h[4]), tonumber(h[5])
     B.sx = decode_sx(h[6])
     local v = tonumber(h[1])

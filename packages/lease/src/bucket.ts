@@ -6,6 +6,17 @@ import { buildSchedule, type Schedule, type ShareInputs } from "./share.js";
 import type { KeyState, RegionState } from "./state.js";
 import { bucketVersion, type KeyLimit, leaseHold, type Timing } from "./types.js";
 
+/**
+ * The stored fingerprint is this policy's, with or without the leased-mode
+ * flag (lib.lua same_policy): a limiter and a daemon that disagree about
+ * leased mode must not empty the bucket at every call. The flag only shapes
+ * the recovery part of the schedule; turning leased mode on leaves no
+ * forgotten leases behind (there were none), turning it off stays conservative.
+ */
+function samePolicy(stored: string, pv: string): boolean {
+  return stored === pv || `${stored}:L` === pv || stored === `${pv}:L`;
+}
+
 /** Reads the marker, creating a new incarnation born now when it is missing. */
 export function ensureMarker(region: RegionState, nowUs: number): string {
   if (region.marker === undefined) region.marker = newIncarnation(nowUs);
@@ -68,7 +79,7 @@ export function loadBucket(
   const pv = bucketVersion(limit, timing);
   const C = limit.capacity;
   const R = limit.refillPerSecond;
-  if (b !== undefined && b.inc === marker && b.pv === pv) {
+  if (b !== undefined && b.inc === marker && samePolicy(b.pv, pv)) {
     const sc = b.schedule;
     const tokens =
       limit.algorithm === "gcra"
@@ -80,7 +91,7 @@ export function loadBucket(
       tsUs: s.tsUs,
       schedule: s.schedule,
       marker,
-      pv,
+      pv: b.pv, // kept until a rebuild, as lib.lua store_bucket does
       recovering,
       rebuilt: false,
       restarted: false,

@@ -168,6 +168,19 @@ describe("recovery with leased mode (DESIGN §4)", () => {
   });
 });
 
+describe("leased mode in the bucket fingerprint", () => {
+  it("a limiter and a daemon that disagree about leased mode do not empty each other's bucket", async () => {
+    const p = shared();
+    const plain = createRedisStore({ redis: a.redis, region: "a", timing: TIMING });
+    const leased = createRedisStore({ redis: a.redis, region: "a", timing: LEASED });
+    // Fresh region, not recovering: the flag changes nothing, and the bucket (50 tokens) is kept.
+    for (let i = 0; i < 6; i++) {
+      const d = await (i % 2 === 0 ? plain : leased).check(p, 5);
+      expect(d.allowed).toBe(true);
+    }
+  });
+});
+
 describe("policy-version change (issue 12 point 3)", () => {
   it("an existing key admits again once its new bucket has refilled (C 10 → 20)", async () => {
     const old = policy({ capacity: 10, refillPerSecond: 10 });
