@@ -132,7 +132,11 @@ export async function createRedisDaemonStore(
           inUse.push({ lender: l.lender, units: l.units, seq: l.seq });
         }
       }
-      return { nowUs: now, recovering: v.recovering, record, reserved, current, inUse };
+      let leased = 0;
+      for (const l of Object.values(v.leases)) if (now < l.expiryUs) leased += l.tokens;
+      const capacity = policy.limit.capacity;
+      const leasePinnedPpm = leased > 0 && capacity > 0 ? Math.ceil((1_000_000 * leased) / capacity) : 0;
+      return { nowUs: now, recovering: v.recovering, record, reserved, current, inUse, leasePinnedPpm };
     },
 
     async mergeRemote(policy, record) {
