@@ -92,6 +92,7 @@ describe("process leases pin share (DESIGN §3)", () => {
     // The daemon decides b no longer needs the loan and returns it.
     const ret = await b.gossip.returnLoan(p, "a");
     if (ret.seq > 0) await a.gossip.receiveReturn(p, "b", ret.seq);
+    expect(ret.seq).toBe(0); // refused: the loan backs 48 of the 98 leased tokens
     await sleep(1100); // a refills into whatever share it has back
     await adm.burst([check(a, p), () => client.take(1)], 100);
     await client.close();
@@ -126,6 +127,11 @@ describe("process leases pin share (DESIGN §3)", () => {
     expect(await adm.record(() => client.take(1))).toBe(true);
     const g = await a.gossip.grantLoan(p, "b", 480_000);
     if (g.ok) await b.gossip.mergeRemote(p, [g.loan], {});
+    expect(g).toMatchObject({ ok: false, reason: "leased" }); // 2 tokens' share left would not back 48
+    // What does not touch the leased share is still lent.
+    const small = await a.gossip.grantLoan(p, "b", 10_000);
+    expect(small.ok).toBe(true);
+    if (small.ok) await b.gossip.mergeRemote(p, [small.loan], {});
     await sleep(600); // b fills to whatever its share allows
     await adm.burst([check(b, p), () => client.take(1)], 100);
     await client.close();
