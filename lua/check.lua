@@ -7,8 +7,8 @@
 -- The caller derives capacity (C·share/U − leased; windows C·base/U) and rate (R·share/U; windows 0)
 -- with the same double operations, so the script formats no more than it must.
 -- A denial writes only the denied counter and the change feed (plus, at most once per drain round
--- or TTL period, keep()'s bookkeeping fields). The token bucket path reads P:l / P:k only when the
--- bucket is (re)created.
+-- or TTL period, keep()'s bookkeeping fields), and a bucket restarted by a policy change. The token bucket
+-- path reads P:l / P:k only when the bucket is (re)created.
 --
 -- Fast path (above the library: a decision that takes it builds none of lib.lua's closures): an
 -- existing token bucket of this marker and policy, no share-schedule change due by now (the first
@@ -76,6 +76,8 @@ if P.rate_alg then
     store_bucket(B, P)
   else
     count(KEYS[4], 'd', region, id, cost_str)
+    -- A bucket restarted by a policy change is stored even on a denial, so it refills.
+    if B.restarted then store_bucket(B, P) end
   end
   keep(KEYS[3], KEYS[4], KEYS[2], P, now, gen, B.xe, B.dg, B.de, B.has, true)
   local rec = 0

@@ -9,7 +9,8 @@
 -- Each item carries its own shard's marker, change feed and drain generation (items of different
 -- shards work on standalone Redis; Redis Cluster needs all items in one shard, i.e. one slot).
 -- On denial every item's denied counter grows and nothing else is written (but keep()'s
--- bookkeeping, at most once per drain round or TTL period).
+-- bookkeeping, at most once per drain round or TTL period, and a bucket restarted by a policy
+-- change, stored as it was found: it must refill).
 local now = now_us()
 local region = ARGV[1]
 local n = tonumber(ARGV[2])
@@ -38,6 +39,7 @@ for i = 0, n - 1 do
       B.tk = B.tk - cost
       store_bucket(B, P)
     end
+    if B.restarted then it.deny = function() store_bucket(B, P) end end
   else
     local ok, rem, reset, commit, bk = decide_window(KEYS[ko], KEYS[ko + 4], P, marker, born, now, cost, cost_str)
     local share = P.base
@@ -60,6 +62,7 @@ for i = 1, #items do
     it.commit()
   else
     count(it.kc, 'd', region, it.id, it.cost_str)
+    if it.deny then it.deny() end
   end
   if it.bk then
     local B = it.bk

@@ -4,6 +4,8 @@
 -- lease, in order, then the acquire, all at one TIME (packages/lease renewLease). `tokens` may be 0
 -- (release only). The leased tokens stay counted against the capacity (tokens + outstanding ≤
 -- capacity) until released or expired; an expired lease counts as used (DESIGN §7, trap 5).
+-- The granted duration is capped at D and at the first instant where the share schedule would no
+-- longer back the lease (leases pin share, DESIGN §3): expiryUs says what was granted.
 -- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 leaseId,
@@ -11,7 +13,7 @@
 -- Returns: {granted, expiryUs, nowUs, [returned (string) per released lease, in order]}
 local now = now_us()
 local P = read_policy(ARGV, 1)
-local lease_id, want, dur = ARGV[13], tonumber(ARGV[14]), tonumber(ARGV[15])
+local lease_id, want, dur = ARGV[13], tonumber(ARGV[14]), math.min(tonumber(ARGV[15]), P.D)
 local nrel = tonumber(ARGV[16])
 local marker, gen = ensure_marker(KEYS[1], KEYS[8], now)
 local id, born = marker_parts(marker)
@@ -28,6 +30,18 @@ local granted = math.min(want, math.floor(B.tk))
 if granted < 0 or leases[lease_id] then granted = 0 end
 local expiry = now + dur
 if granted > 0 then
+  -- Leases pin share (DESIGN §3): the lease ends at the first later change of the schedule where
+  -- the share would no longer back it (e.g. a loan passing deadline − ε), so a lapse never strands
+  -- leased tokens. B.sx from B.i holds exactly the changes after now.
+  local sx = B.sx
+  for i = B.i, #sx, 3 do
+    local t = sx[i]
+    if t >= expiry then break end
+    if t > now and P.C * sx[i + 1] / U - sx[i + 2] - granted < 0 then
+      expiry = t
+      break
+    end
+  end
   B.tk = B.tk - granted
   leases[lease_id] = { g = granted, e = expiry }
   redis.call('HSET', KEYS[6], lease_id, fmt(granted) .. ':' .. fmt(expiry))

@@ -44,8 +44,12 @@ end
 
 -- Policy of one key, 11 values from ARGV[off+1]:
 -- algorithm, C, r, window µs, base ppm, floor ppm, policy version, ε µs, D µs, ttl ms, dirty member.
+-- The policy version (the bucket fingerprint `pv`) ends in ':L' when leased mode is configured for
+-- this token bucket (@geoquota/lease bucketVersion): then recovery holds the share at 0 until
+-- born + D + ε (DESIGN §4).
 local function read_policy(a, off)
   return {
+    lm = string.sub(a[off + 7], -2) == ':L',
     alg = a[off + 1], C = tonumber(a[off + 2]), R = tonumber(a[off + 3]), W = tonumber(a[off + 4]),
     base = tonumber(a[off + 5]), floor = tonumber(a[off + 6]), pv = a[off + 7],
     eps = tonumber(a[off + 8]), D = tonumber(a[off + 9]), ttl = tonumber(a[off + 10]), member = a[off + 11],
@@ -74,6 +78,12 @@ end
 
 local function rec_end(born, P)
   return born + P.D + 2 * P.eps
+end
+
+-- End of the recovery lease hold (share 0 before it); without leased mode, the birth (no effect).
+local function hold_end(born, P)
+  if P.lm then return born + P.D + P.eps end
+  return born
 end
 
 local function full_refill_us(P)
@@ -283,8 +293,11 @@ end
 ---------------------------------------------------------------- share schedule
 
 -- s(t) of docs/internals.md, clamped to [0, U].
-local function share_at(book, P, rend, t)
-  if t < rend then return math.min(P.floor, P.base) end
+local function share_at(book, P, rend, hold, t)
+  if t < rend then
+    if t < hold then return 0 end
+    return math.min(P.floor, P.base)
+  end
   local s = P.base
   for _, list in pairs(book.out) do s = s - reserved_at(list, t, P.eps) end
   for j, l in pairs(book.recv) do
@@ -303,10 +316,9 @@ local function outstanding_at(leases, t)
   return o
 end
 
--- Share and leased amount from `from` on, and every later change as a flat
--- array t1, s1, o1, t2, s2, o2, … (what P:b's `s`, `o`, `sx` hold).
-local function build_schedule(book, leases, P, rend, from)
-  local pts = { rend }
+-- Every instant where s(t) or the leased amount may change without a script (unsorted).
+local function schedule_points(book, leases, P, rend, hold)
+  local pts = { rend, hold }
   for _, list in pairs(book.out) do
     for i = 1, #list do pts[#pts + 1] = list[i].d + P.eps end
   end
@@ -314,18 +326,45 @@ local function build_schedule(book, leases, P, rend, from)
     if l.s > (book.ret[j] or 0) then pts[#pts + 1] = l.d - P.eps end
   end
   for _, l in pairs(leases) do pts[#pts + 1] = l.e end
+  return pts
+end
+
+-- Process leases pin share (DESIGN §3, @geoquota/lease pins.ts): with the records as they stand,
+-- at now and at every change point before the last lease expiry, outstanding(t) ≤ C·s(t)/U.
+local function pins_hold(book, leases, P, rend, hold, now)
+  local maxe = nil
+  for _, l in pairs(leases) do
+    if l.e > now and (not maxe or l.e > maxe) then maxe = l.e end
+  end
+  if not maxe then return true end
+  local function backed(t)
+    return P.C * share_at(book, P, rend, hold, t) / U - outstanding_at(leases, t) >= 0
+  end
+  if not backed(now) then return false end
+  local pts = schedule_points(book, leases, P, rend, hold)
+  for i = 1, #pts do
+    local t = pts[i]
+    if t > now and t < maxe and not backed(t) then return false end
+  end
+  return true
+end
+
+-- Share and leased amount from `from` on, and every later change as a flat
+-- array t1, s1, o1, t2, s2, o2, … (what P:b's `s`, `o`, `sx` hold).
+local function build_schedule(book, leases, P, rend, hold, from)
+  local pts = schedule_points(book, leases, P, rend, hold)
   local inside = {}
   for i = 1, #pts do
     if pts[i] > from then inside[#inside + 1] = pts[i] end
   end
   table.sort(inside)
-  local s0, o0 = share_at(book, P, rend, from), outstanding_at(leases, from)
+  local s0, o0 = share_at(book, P, rend, hold, from), outstanding_at(leases, from)
   local sx, ps, po, last = {}, s0, o0, nil
   for i = 1, #inside do
     local t = inside[i]
     if t ~= last then
       last = t
-      local s, o = share_at(book, P, rend, t), outstanding_at(leases, t)
+      local s, o = share_at(book, P, rend, hold, t), outstanding_at(leases, t)
       if s ~= ps or o ~= po then
         sx[#sx + 1] = t
         sx[#sx + 1] = s
@@ -389,17 +428,27 @@ local function ctx_leases(B)
   return B.leases
 end
 
+-- The stored fingerprint is this policy's, with or without the leased-mode flag: a limiter and a
+-- daemon that disagree about leased mode (misconfiguration) must not empty the bucket at every
+-- call. The flag only shapes the recovery part of the schedule: turning leased mode on cannot
+-- leave forgotten leases behind (there were none), turning it off keeps a conservative schedule.
+local function same_policy(stored, pv)
+  return stored == pv or (stored ~= false and (stored .. ':L' == pv or stored == pv .. ':L'))
+end
+
 -- Loads P:b settled to now. A missing bucket or one of another incarnation
 -- is created now: empty before recoveryEnd + C/r, full after (DESIGN §4); one
--- of another policy restarts empty.
+-- of another policy restarts empty (B.restarted: callers store it even on a
+-- denial, else it would be rebuilt empty at every check and never refill).
 local function load_bucket(kb, kl, kk, P, marker, born, now)
   local gcra = P.alg == 'gcra'
   local vf = gcra and 'ta' or 'tk'
   local rend = rec_end(born, P)
-  local B = { kb = kb, kl = kl, kk = kk, vf = vf, marker = marker, rend = rend, recovering = now < rend, i = 1 }
+  local B = { kb = kb, kl = kl, kk = kk, vf = vf, marker = marker, rend = rend, hold = hold_end(born, P),
+              recovering = now < rend, i = 1 }
   local h = redis.call('HMGET', kb, vf, 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de')
   B.xe, B.dg, B.de, B.has = h[8], h[9], h[10], h[2] ~= false
-  if h[3] == marker and h[7] == P.pv then
+  if h[3] == marker and same_policy(h[7], P.pv) then
     B.ts, B.s, B.o = tonumber(h[2]), tonumber(h[4]), tonumber(h[5])
     B.sx = decode_sx(h[6])
     local v = tonumber(h[1])
@@ -412,7 +461,8 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
     return B
   end
   B.rebuilt = true
-  B.s, B.o, B.sx = build_schedule(ctx_book(B), ctx_leases(B), P, rend, now)
+  B.restarted = h[3] == marker
+  B.s, B.o, B.sx = build_schedule(ctx_book(B), ctx_leases(B), P, rend, B.hold, now)
   B.ts = now
   B.tk = 0
   if (not h[3] or h[3] ~= marker) and now >= rend + full_refill_us(P) then
@@ -424,7 +474,7 @@ end
 -- After a share or lease change (bucket already settled to now): rebuild the
 -- schedule from the records and clamp the tokens; they never jump up.
 local function apply_share_change(B, P, now)
-  B.s, B.o, B.sx = build_schedule(ctx_book(B), ctx_leases(B), P, B.rend, now)
+  B.s, B.o, B.sx = build_schedule(ctx_book(B), ctx_leases(B), P, B.rend, B.hold, now)
   B.i = 1
   B.rebuilt = true
   local cap = P.C * B.s / U - B.o

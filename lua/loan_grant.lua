@@ -1,16 +1,18 @@
 -- loan_grant.lua (lender): lends `units` ppm of this region's own base to `borrower` until now + D.
--- Refused while recovering (it may have forgotten loans), for window algorithms, to itself, and
--- when the region would fall below its floor (borrowed units never count: trap 3). seq =
+-- Refused while recovering (it may have forgotten loans), for window algorithms, to itself, when
+-- the region would fall below its floor (borrowed units never count: trap 3), and when the share
+-- left would not back this region's outstanding in-process leases at some instant until they
+-- expire (leases pin share, DESIGN §3). The duration is capped at D. seq =
 -- max(now, last seq + 1), so it keeps increasing across a state loss. Settles first (trap 11).
 -- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 borrower,
 --       14 units, 15 durationUs
--- Returns: {ok 0|1, reason ('' | recovering | algorithm | units | floor | self), units, deadlineUs,
+-- Returns: {ok 0|1, reason ('' | recovering | algorithm | units | floor | leased | self), units, deadlineUs,
 --           seq, nowUs}
 local now = now_us()
 local P = read_policy(ARGV, 1)
-local borrower, units, dur = ARGV[13], tonumber(ARGV[14]), tonumber(ARGV[15])
+local borrower, units, dur = ARGV[13], tonumber(ARGV[14]), math.min(tonumber(ARGV[15]), P.D)
 local marker = ensure_marker(KEYS[1], KEYS[8], now)
 local _, born = marker_parts(marker)
 local function refuse(reason)
@@ -29,6 +31,22 @@ for b, list in pairs(book.out) do
   if b ~= borrower then others = others + reserved_at(list, now, P.eps) end
 end
 if needed > P.base - others - P.floor then return refuse('floor') end
+-- Leases pin share: the schedule with the new grant must back this region's outstanding leases at
+-- every instant until they expire (tried on the staircase, nothing written on a refusal).
+local function staircase(list, u, d)
+  local stair = {}
+  for _, e in ipairs(list or {}) do
+    if e.u > u or e.d > d then stair[#stair + 1] = e end
+  end
+  return stair
+end
+local held = book.out[borrower]
+local trial = staircase(held, units, now + dur)
+trial[#trial + 1] = { u = units, d = now + dur, s = 0 }
+book.out[borrower] = trial
+local backed = pins_hold(book, read_leases(KEYS[6]), P, rec_end(born, P), hold_end(born, P), now)
+book.out[borrower] = held
+if not backed then return refuse('leased') end
 local B = load_bucket(KEYS[3], KEYS[5], KEYS[6], P, marker, born, now)
 B.book = B.book or book
 book = B.book
@@ -38,10 +56,7 @@ if now > book.sq then seq = now end
 local loan = { u = units, d = now + dur, s = seq }
 book.sq = seq
 book.granted[borrower] = loan
-local stair = {}
-for _, e in ipairs(book.out[borrower] or {}) do
-  if e.u > loan.u or e.d > loan.d then stair[#stair + 1] = e end
-end
+local stair = staircase(book.out[borrower], loan.u, loan.d)
 stair[#stair + 1] = loan
 book.out[borrower] = stair
 apply_share_change(B, P, now)

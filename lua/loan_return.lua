@@ -1,10 +1,12 @@
 -- loan_return.lua (borrower): returns early the loan held from `lender`: settles, stops using it
 -- now and remembers its seq (r|lender) so that a late or duplicated copy is never used again
--- (trap 12). The caller makes this durable (WAIT) and only then tells the lender.
+-- (trap 12). Refused, writing nothing, when the share left would not back the outstanding in-process
+-- leases at some instant until they expire (leases pin share, DESIGN §3): they expire first, or
+-- the loan lapses. The caller makes a return durable (WAIT) and only then tells the lender.
 -- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 lender
--- Returns: {returnedSeq (0: nothing held), nowUs}
+-- Returns: {returnedSeq (0: nothing returned), nowUs, reason ('' | pinned)}
 local now = now_us()
 local P = read_policy(ARGV, 1)
 local lender = ARGV[13]
@@ -12,7 +14,16 @@ local marker = ensure_marker(KEYS[1], KEYS[8], now)
 local _, born = marker_parts(marker)
 local book = read_book(KEYS[5])
 local l = book.recv[lender]
-if not l or l.s <= (book.ret[lender] or 0) then return { 0, now } end
+if not l or l.s <= (book.ret[lender] or 0) then return { 0, now, '' } end
+if P.rate_alg then
+  -- Leases pin share: refused (nothing written) when the share left would not back the outstanding
+  -- in-process leases at some instant until they expire.
+  local had = book.ret[lender]
+  book.ret[lender] = l.s
+  local backed = pins_hold(book, read_leases(KEYS[6]), P, rec_end(born, P), hold_end(born, P), now)
+  book.ret[lender] = had
+  if not backed then return { 0, now, 'pinned' } end
+end
 local B
 if P.rate_alg then
   B = load_bucket(KEYS[3], KEYS[5], KEYS[6], P, marker, born, now)
@@ -27,4 +38,4 @@ if B then
 end
 write_book(KEYS[5], book, P, now)
 mark_dirty(KEYS[2], P.member, P.ttl)
-return { l.s, now }
+return { l.s, now, '' }

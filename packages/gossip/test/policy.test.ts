@@ -221,6 +221,20 @@ describe("early return", () => {
     expect(planReturns({ region: "eu", baseShare: 333_334, recovering: false, inUse }, t)).toEqual([]);
     expect(planReturns({ region: "eu", baseShare: 333_334, recovering: true, inUse }, t)).toHaveLength(2);
   });
+
+  it("never plans a return of share that backs outstanding in-process leases (pinned, DESIGN §3)", () => {
+    const t = { eu: 333_334, us: 333_333, ap: 333_333 }; // no need left: both loans are surplus
+    const self = { region: "eu", baseShare: 333_334, recovering: false, inUse };
+    expect(planReturns(self, t)).toHaveLength(2);
+    // Leases back 600,000 ppm: base + one loan (633,334) covers it, so one loan goes back…
+    expect(planReturns({ ...self, leasePinnedPpm: 600_000 }, t)).toEqual([
+      { lender: "ap", units: 300_000, seq: 9 },
+    ]);
+    expect(planReturns({ ...self, recovering: true, leasePinnedPpm: 600_000 }, t)).toHaveLength(1);
+    // …and with leases backing more than base + one loan, nothing goes back, recovering or not.
+    expect(planReturns({ ...self, leasePinnedPpm: 700_000 }, t)).toEqual([]);
+    expect(planReturns({ ...self, recovering: true, leasePinnedPpm: 700_000 }, t)).toEqual([]);
+  });
 });
 
 describe("a whole round", () => {

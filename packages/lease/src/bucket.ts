@@ -1,10 +1,21 @@
 // Rate-algorithm bucket operations shared by every script that touches `P:b`:
 // load (create or discard per DESIGN §4), settle, store. Mirrors lua/lib.lua.
-import { newIncarnation, parseMarker, recoveryEndUs } from "./marker.js";
+import { leaseHoldEndUs, newIncarnation, parseMarker, recoveryEndUs } from "./marker.js";
 import { capacityOf, fullRefillUs, rateOf, settle, tatFromTokens, tokensFromTat } from "./refill.js";
 import { buildSchedule, type Schedule, type ShareInputs } from "./share.js";
 import type { KeyState, RegionState } from "./state.js";
-import { type KeyLimit, policyVersion, type Timing } from "./types.js";
+import { bucketVersion, type KeyLimit, leaseHold, type Timing } from "./types.js";
+
+/**
+ * The stored fingerprint is this policy's, with or without the leased-mode
+ * flag (lib.lua same_policy): a limiter and a daemon that disagree about
+ * leased mode must not empty the bucket at every call. The flag only shapes
+ * the recovery part of the schedule; turning leased mode on leaves no
+ * forgotten leases behind (there were none), turning it off stays conservative.
+ */
+function samePolicy(stored: string, pv: string): boolean {
+  return stored === pv || `${stored}:L` === pv || stored === `${pv}:L`;
+}
 
 /** Reads the marker, creating a new incarnation born now when it is missing. */
 export function ensureMarker(region: RegionState, nowUs: number): string {
@@ -13,10 +24,12 @@ export function ensureMarker(region: RegionState, nowUs: number): string {
 }
 
 export function shareInputs(key: KeyState, limit: KeyLimit, timing: Timing, marker: string): ShareInputs {
+  const born = parseMarker(marker).bornUs;
   return {
     baseShare: limit.baseShare,
     floorShare: limit.floorShare,
-    recoveryEndUs: recoveryEndUs(parseMarker(marker).bornUs, timing),
+    recoveryEndUs: recoveryEndUs(born, timing),
+    holdEndUs: leaseHoldEndUs(born, timing, leaseHold(limit, timing)),
     epsilonUs: timing.epsilonUs,
     book: key.book,
   };
@@ -28,9 +41,16 @@ export interface LiveBucket {
   tsUs: number;
   schedule: Schedule;
   readonly marker: string;
+  /** The fingerprint it is stored under (types.ts bucketVersion). */
+  readonly pv: string;
   readonly recovering: boolean;
   /** True when the stored hash was missing or discarded (a write must store everything). */
   readonly rebuilt: boolean;
+  /**
+   * Discarded for another policy (same incarnation): it restarts empty, so a
+   * check stores it even on a denial, or it would never refill.
+   */
+  readonly restarted: boolean;
 }
 
 export function scheduleFor(key: KeyState, limit: KeyLimit, timing: Timing, marker: string, nowUs: number) {
@@ -41,7 +61,9 @@ export function scheduleFor(key: KeyState, limit: KeyLimit, timing: Timing, mark
  * Loads `P:b` and settles it to `nowUs`. A missing bucket, or one of another
  * incarnation, is created now: empty before recoveryEnd + C/r (it may have
  * been empty before the state loss), full after. A bucket of another policy
- * restarts empty (its tokens were counted in other units).
+ * restarts empty (its tokens were counted in other units); a check stores
+ * it even on a denial, so it refills from then on (a key never denies forever
+ * after a policy change).
  */
 export function loadBucket(
   region: RegionState,
@@ -54,16 +76,26 @@ export function loadBucket(
   const recEnd = recoveryEndUs(parseMarker(marker).bornUs, timing);
   const recovering = nowUs < recEnd;
   const b = key.bucket;
+  const pv = bucketVersion(limit, timing);
   const C = limit.capacity;
   const R = limit.refillPerSecond;
-  if (b !== undefined && b.inc === marker && b.pv === policyVersion(limit)) {
+  if (b !== undefined && b.inc === marker && samePolicy(b.pv, pv)) {
     const sc = b.schedule;
     const tokens =
       limit.algorithm === "gcra"
         ? tokensFromTat(b.value, b.tsUs, capacityOf(C, sc.share, sc.outstanding), rateOf(R, sc.share))
         : b.value;
     const s = settle(tokens, b.tsUs, sc, C, R, nowUs);
-    return { tokens: s.tokens, tsUs: s.tsUs, schedule: s.schedule, marker, recovering, rebuilt: false };
+    return {
+      tokens: s.tokens,
+      tsUs: s.tsUs,
+      schedule: s.schedule,
+      marker,
+      pv: b.pv, // kept until a rebuild, as lib.lua store_bucket does
+      recovering,
+      rebuilt: false,
+      restarted: false,
+    };
   }
   const schedule = scheduleFor(key, limit, timing, marker, nowUs);
   let tokens = 0;
@@ -71,7 +103,16 @@ export function loadBucket(
   if (samePolicyMissing && nowUs >= recEnd + fullRefillUs(C, R)) {
     tokens = capacityOf(C, schedule.share, schedule.outstanding);
   }
-  return { tokens, tsUs: nowUs, schedule, marker, recovering, rebuilt: true };
+  return {
+    tokens,
+    tsUs: nowUs,
+    schedule,
+    marker,
+    pv,
+    recovering,
+    rebuilt: true,
+    restarted: b?.inc === marker,
+  };
 }
 
 /** Stores a live bucket back into `P:b` (GCRA as a TAT). */
@@ -86,7 +127,7 @@ export function storeBucket(key: KeyState, live: LiveBucket, limit: KeyLimit): v
           rateOf(limit.refillPerSecond, sc.share),
         )
       : live.tokens;
-  key.bucket = { value, tsUs: live.tsUs, inc: live.marker, pv: policyVersion(limit), schedule: sc };
+  key.bucket = { value, tsUs: live.tsUs, inc: live.marker, pv: live.pv, schedule: sc };
 }
 
 /**

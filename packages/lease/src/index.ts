@@ -24,6 +24,7 @@ export {
   formatMarker,
   freshIncarnation,
   type Incarnation,
+  leaseHoldEndUs,
   newIncarnation,
   parseMarker,
   recoveryEndUs,
@@ -78,9 +79,12 @@ export {
   shareAt,
   shareBreakpoints,
 } from "./share.js";
+export { pinExcess, pinsHold } from "./pins.js";
 export {
   type Algorithm,
+  bucketVersion,
   isRateAlgorithm,
+  leaseHold,
   type KeyLimit,
   type LeaseHold,
   type LoanEntry,

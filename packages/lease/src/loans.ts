@@ -1,13 +1,14 @@
 // Loan operations (DESIGN §3). Each one that can change the share first settles
 // the bucket at the old share up to now (trap 11), then changes the records,
 // rebuilds the schedule and clamps the tokens. Mirrors the lua/loan_*.lua scripts.
-import { applyShareChange, ensureMarker, loadBucket, storeBucket } from "./bucket.js";
+import { applyShareChange, ensureMarker, loadBucket, shareInputs, storeBucket } from "./bucket.js";
 import { parseMarker, recoveryEndUs } from "./marker.js";
+import { pinsHold } from "./pins.js";
 import { reservedAt } from "./share.js";
 import type { KeyState, RegionState } from "./state.js";
 import { isRateAlgorithm, type KeyLimit, type LoanEntry, type Timing } from "./types.js";
 
-export type GrantRefusal = "recovering" | "algorithm" | "units" | "floor" | "self";
+export type GrantRefusal = "recovering" | "algorithm" | "units" | "floor" | "leased" | "self";
 
 export type GrantOutcome =
   | { readonly ok: true; readonly loan: LoanEntry; readonly nowUs: number }
@@ -44,9 +45,23 @@ export function lendable(
   return limit.baseShare - others - limit.floorShare;
 }
 
+/** Whether the key's leases stay backed (pins.ts) with the loan book as it is now. */
+function leasesBacked(
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  marker: string,
+  nowUs: number,
+): boolean {
+  return pinsHold(shareInputs(key, limit, timing, marker), [...key.leases.values()], limit.capacity, nowUs);
+}
+
 /**
  * lua/loan_grant.lua (lender). Refused while recovering (it may have
- * forgotten loans), for window algorithms, and below the floor. seq =
+ * forgotten loans), for window algorithms, below the floor, and when the
+ * share left would not back this region's outstanding in-process leases at
+ * some instant until they expire ("leased"; DESIGN §3: leases pin share).
+ * The duration is capped at D (recovery assumes no loan is longer). seq =
  * max(now, last seq + 1): strictly increasing across state loss too.
  */
 export function grantLoan(
@@ -61,6 +76,7 @@ export function grantLoan(
   nowUs: number,
 ): GrantOutcome {
   const marker = ensureMarker(region, nowUs);
+  const dur = Math.min(durationUs, timing.loanDurationUs);
   if (borrower === self) return { ok: false, reason: "self", nowUs };
   if (nowUs < recoveryEndUs(parseMarker(marker).bornUs, timing))
     return { ok: false, reason: "recovering", nowUs };
@@ -70,21 +86,33 @@ export function grantLoan(
   const needed = Math.max(units, current);
   // A refusal writes nothing (the bucket is not even settled).
   if (needed > lendable(key, limit, timing, borrower, nowUs)) return { ok: false, reason: "floor", nowUs };
+  // The staircase with the new grant, tried against the leases before anything is written.
+  const held = key.book.outstanding.get(borrower);
+  key.book.outstanding.set(borrower, [
+    ...staircase(held ?? [], units, nowUs + dur),
+    { units, deadlineUs: nowUs + dur, seq: 0 },
+  ]);
+  const backed = leasesBacked(key, limit, timing, marker, nowUs);
+  if (held === undefined) key.book.outstanding.delete(borrower);
+  else key.book.outstanding.set(borrower, held);
+  if (!backed) return { ok: false, reason: "leased", nowUs };
   const live = loadBucket(region, key, limit, timing, nowUs);
   dropLapsed(key, timing, nowUs);
   const seq = nowUs > key.book.lastSeq ? nowUs : key.book.lastSeq + 1;
-  const loan: LoanEntry = { units, deadlineUs: nowUs + durationUs, seq };
+  const loan: LoanEntry = { units, deadlineUs: nowUs + dur, seq };
   key.book.lastSeq = seq;
   key.book.granted.set(borrower, loan);
-  // A grant dominated by the new one (≤ units and ≤ deadline) no longer matters.
-  const stair = (key.book.outstanding.get(borrower) ?? []).filter(
-    (e) => e.units > loan.units || e.deadlineUs > loan.deadlineUs,
-  );
+  const stair = staircase(key.book.outstanding.get(borrower) ?? [], loan.units, loan.deadlineUs);
   stair.push(loan);
   key.book.outstanding.set(borrower, stair);
   applyShareChange(live, key, limit, timing, nowUs);
   storeBucket(key, live, limit);
   return { ok: true, loan, nowUs };
+}
+
+/** The entries a new grant (units, deadline) does not dominate (a dominated one no longer matters). */
+function staircase(entries: readonly LoanEntry[], units: number, deadlineUs: number): LoanEntry[] {
+  return entries.filter((e) => e.units > units || e.deadlineUs > deadlineUs);
 }
 
 export interface ReceivedLoan {
@@ -159,7 +187,9 @@ export function mergeRemote(
 /**
  * lua/loan_return.lua (borrower): stops using the loan from `lender` now
  * (settling first) and remembers its seq, so a late copy is never used again.
- * Returns the seq to send to the lender (0: nothing was held).
+ * Refused (`pinned`, nothing written) when the share left would not back the
+ * outstanding in-process leases at some instant until they expire (DESIGN
+ * §3). Returns the seq to send to the lender (0: nothing was returned).
  */
 export function returnLoan(
   region: RegionState,
@@ -168,12 +198,18 @@ export function returnLoan(
   timing: Timing,
   lender: string,
   nowUs: number,
-): { seq: number; nowUs: number } {
+): { seq: number; nowUs: number; pinned: boolean } {
   const loan = key.book.received.get(lender);
   const prev = key.book.returned.get(lender) ?? 0;
-  if (loan === undefined || loan.seq <= prev) {
-    ensureMarker(region, nowUs);
-    return { seq: 0, nowUs };
+  const marker = ensureMarker(region, nowUs);
+  if (loan === undefined || loan.seq <= prev) return { seq: 0, nowUs, pinned: false };
+  if (isRateAlgorithm(limit.algorithm)) {
+    const had = key.book.returned.get(lender);
+    key.book.returned.set(lender, loan.seq);
+    const backed = leasesBacked(key, limit, timing, marker, nowUs);
+    if (had === undefined) key.book.returned.delete(lender);
+    else key.book.returned.set(lender, had);
+    if (!backed) return { seq: 0, nowUs, pinned: true };
   }
   const live = isRateAlgorithm(limit.algorithm) ? loadBucket(region, key, limit, timing, nowUs) : undefined;
   key.book.returned.set(lender, loan.seq);
@@ -181,7 +217,7 @@ export function returnLoan(
     applyShareChange(live, key, limit, timing, nowUs);
     storeBucket(key, live, limit);
   }
-  return { seq: loan.seq, nowUs };
+  return { seq: loan.seq, nowUs, pinned: false };
 }
 
 /** lua/loan_return_received.lua (lender): frees the reservation for grants with seq ≤ `seq`. */

@@ -41,6 +41,16 @@ export function recoveryEndUs(bornUs: number, timing: Timing): number {
   return bornUs + timing.loanDurationUs + 2 * timing.epsilonUs;
 }
 
+/**
+ * End of the recovery lease hold: with leased mode on, clients may still hold
+ * leases granted before the state loss (lease durations ≤ D), so the share is
+ * 0 until born + D + ε, then floor until the recovery end (DESIGN §4).
+ * Without it the hold ends at birth (no effect).
+ */
+export function leaseHoldEndUs(bornUs: number, timing: Timing, hold: boolean): number {
+  return hold ? bornUs + timing.loanDurationUs + timing.epsilonUs : bornUs;
+}
+
 /** The replica id of this region's own CRDT counter entries: `<region>.<incarnation id>`. */
 export function replicaId(region: string, marker: string): string {
   return `${region}.${parseMarker(marker).id}`;

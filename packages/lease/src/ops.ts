@@ -14,7 +14,7 @@ import {
 import { parseMarker, replicaId } from "./marker.js";
 import { fullRefillUs } from "./refill.js";
 import type { KeyState, RegionState } from "./state.js";
-import { type KeyLimit, isRateAlgorithm, type Timing } from "./types.js";
+import { type KeyLimit, isRateAlgorithm, SHARE_UNITS, type Timing } from "./types.js";
 import { decideWindow, refundWindow } from "./windows.js";
 
 export interface CheckOutcome {
@@ -44,6 +44,8 @@ export function counterField(kind: "p" | "n" | "d", region: RegionState, marker:
 interface Prepared {
   readonly outcome: CheckOutcome;
   readonly commit: () => void;
+  /** What a denial writes besides the denied counter. */
+  readonly deny: () => void;
   readonly marker: string;
 }
 
@@ -72,7 +74,12 @@ function prepare(
       live.tokens -= cost;
       storeBucket(key, live, limit);
     };
-    return { outcome, commit, marker: live.marker };
+    // A bucket restarted by a policy change is stored on a denial too:
+    // otherwise it is rebuilt empty at every check and never refills.
+    const deny = () => {
+      if (live.restarted) storeBucket(key, live, limit);
+    };
+    return { outcome, commit, deny, marker: live.marker };
   }
   const w = decideWindow(region, key, limit, timing, cost, nowUs);
   const outcome: CheckOutcome = {
@@ -85,7 +92,7 @@ function prepare(
     recovering: w.recovering,
     nowUs,
   };
-  return { outcome, commit: w.commit, marker: region.marker ?? "" };
+  return { outcome, commit: w.commit, deny: () => {}, marker: region.marker ?? "" };
 }
 
 /** lua/check.lua: admit `cost` or deny; a denial changes nothing but the denied counter. */
@@ -103,6 +110,7 @@ export function check(
     bump(key, counterField("p", region, p.marker), cost);
   } else {
     bump(key, counterField("d", region, p.marker), cost);
+    p.deny();
   }
   return p.outcome;
 }
@@ -130,6 +138,7 @@ export function checkCompound(
       bump(it.key, counterField("p", region, p.marker), it.cost);
     } else {
       bump(it.key, counterField("d", region, p.marker), it.cost);
+      p.deny();
     }
   });
   return { allowed, parts: prepared.map((p) => p.outcome), failedIndex };
@@ -186,7 +195,9 @@ export interface LeaseOutcome {
  * lua/lease_acquire.lua (token bucket only): takes up to `tokens` (whole
  * tokens, at most ⌊bucket⌋) out of the bucket. They stay counted against the
  * capacity (tokens + outstanding ≤ capacity) until released or expired; an
- * expired lease counts as used.
+ * expired lease counts as used. The duration is capped at D, and at the
+ * first instant of the share schedule where the share would not back the
+ * lease (pins.ts): the reply's expiry says what was granted.
  */
 export function acquireLease(
   region: RegionState,
@@ -201,8 +212,18 @@ export function acquireLease(
   const live = loadBucket(region, key, limit, timing, nowUs);
   let granted = Math.min(tokens, Math.floor(live.tokens));
   if (granted < 0 || key.leases.has(leaseId)) granted = 0;
-  const expiryUs = nowUs + durationUs;
+  let expiryUs = nowUs + Math.min(durationUs, timing.loanDurationUs);
   if (granted > 0) {
+    // Leases pin share (DESIGN §3): the lease ends at the first later change
+    // of the schedule where the share would no longer back it (e.g. a loan
+    // passing deadline − ε), so a lapse never strands leased tokens.
+    for (const p of live.schedule.next) {
+      if (p.atUs >= expiryUs) break;
+      if (p.atUs > nowUs && (limit.capacity * p.share) / SHARE_UNITS - p.outstanding - granted < 0) {
+        expiryUs = p.atUs;
+        break;
+      }
+    }
     live.tokens -= granted;
     key.leases.set(leaseId, { tokens: granted, expiryUs });
     bump(key, counterField("p", region, live.marker), granted);

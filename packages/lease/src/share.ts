@@ -1,6 +1,6 @@
 // The share function s(t) of docs/internals.md and its breakpoints.
 //
-//   s(t) = t < recoveryEnd ? min(floor, base)
+//   s(t) = t < holdEnd ? 0 : t < recoveryEnd ? min(floor, base)
 //        : base − Σ_k reserved_k(t) + Σ_j used_j(t), clamped to [0, U]
 //   reserved_k(t) = max units over the lender's staircase to k with t < deadline + ε
 //   used_j(t)     = units of the highest-seq loan from j if t < deadline − ε and seq > returned_j
@@ -31,6 +31,8 @@ export interface ShareInputs {
   readonly baseShare: number;
   readonly floorShare: number;
   readonly recoveryEndUs: number;
+  /** Recovery with leased mode: share 0 before this instant (marker.ts leaseHoldEndUs). */
+  readonly holdEndUs: number;
   readonly epsilonUs: number;
   readonly book: LoanBook;
 }
@@ -48,7 +50,7 @@ export function loanUsable(loan: LoanEntry, returnedSeq: number, t: number, epsi
 }
 
 export function shareAt(inp: ShareInputs, t: number): number {
-  if (t < inp.recoveryEndUs) return Math.min(inp.floorShare, inp.baseShare);
+  if (t < inp.recoveryEndUs) return t < inp.holdEndUs ? 0 : Math.min(inp.floorShare, inp.baseShare);
   let s = inp.baseShare;
   for (const entries of inp.book.outstanding.values()) s -= reservedAt(entries, t, inp.epsilonUs);
   for (const [lender, loan] of inp.book.received) {
@@ -66,14 +68,14 @@ export function outstandingAt(leases: Iterable<LeaseHold>, t: number): number {
 
 /**
  * Instants in (fromUs, toUs] where s(t) may change without a script:
- * recovery end, a reservation passing deadline + ε, a loan passing deadline − ε.
+ * recovery end, the end of the lease hold, a reservation passing deadline + ε, a loan passing deadline − ε.
  */
 export function shareBreakpoints(
   inp: ShareInputs,
   fromUs: number,
   toUs = Number.POSITIVE_INFINITY,
 ): number[] {
-  const points: number[] = [inp.recoveryEndUs];
+  const points: number[] = [inp.recoveryEndUs, inp.holdEndUs];
   for (const entries of inp.book.outstanding.values()) {
     for (const e of entries) points.push(e.deadlineUs + inp.epsilonUs);
   }

@@ -15,8 +15,15 @@ export function isRateAlgorithm(a: Algorithm): boolean {
 export interface Timing {
   /** ε, clock margin on each side, µs. */
   readonly epsilonUs: number;
-  /** D, loan duration, µs. */
+  /** D, loan duration, µs (also the longest in-process lease and loan the scripts grant). */
   readonly loanDurationUs: number;
+  /**
+   * Leased mode is configured in this region (in-process clients may hold
+   * leases): a token bucket in recovery has share 0, not floor, until
+   * born + D + ε (DESIGN §4). The scripts learn it from the `:L` suffix of the
+   * bucket fingerprint (`bucketVersion`); limiter and daemon must agree.
+   */
+  readonly leasedMode?: boolean;
 }
 
 /** One key's policy in this region: the global limit plus this region's base and floor. */
@@ -54,4 +61,18 @@ export interface LeaseHold {
  */
 export function policyVersion(limit: KeyLimit): string {
   return `${limit.algorithm}:${limit.capacity}:${limit.refillPerSecond}:${limit.windowMs ?? 0}:${limit.baseShare}:${limit.floorShare}`;
+}
+
+/** Whether the recovery lease hold applies to this key: leased mode on, and a token bucket (the only algorithm leases exist for). */
+export function leaseHold(limit: KeyLimit, timing: Timing): boolean {
+  return timing.leasedMode === true && limit.algorithm === "token_bucket";
+}
+
+/**
+ * What `P:b`'s `pv` holds and every script receives as ARGV[8]: the policy
+ * fingerprint plus `:L` when the recovery lease hold applies (the share
+ * schedule differs, so a bucket built without it must be rebuilt).
+ */
+export function bucketVersion(limit: KeyLimit, timing: Timing): string {
+  return leaseHold(limit, timing) ? `${policyVersion(limit)}:L` : policyVersion(limit);
 }

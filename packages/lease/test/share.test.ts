@@ -19,7 +19,7 @@ function inputs(): ShareInputs {
     { units: 100, deadlineUs: 20_000, seq: 2 },
   ]);
   book.received.set("ap", { units: 50, deadlineUs: 15_000, seq: 7 });
-  return { baseShare: 1000, floorShare: 20, recoveryEndUs: 0, epsilonUs: eps, book };
+  return { baseShare: 1000, floorShare: 20, recoveryEndUs: 0, holdEndUs: 0, epsilonUs: eps, book };
 }
 
 describe("s(t)", () => {

@@ -125,6 +125,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
       timing: {
         epsilonUs: config.lease.epsilonMs * 1000,
         loanDurationUs: config.lease.loanDurationMs * 1000,
+        leasedMode: config.leased.enabled,
       },
     });
   }

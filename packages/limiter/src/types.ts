@@ -24,6 +24,13 @@ export interface LeaseTiming {
   readonly epsilonUs: number;
   /** D: loan duration, µs (default 3 s). */
   readonly loanDurationUs: number;
+  /**
+   * Leased mode is configured in this region (config `leased.enabled`): its
+   * clients may hold in-process leases, so a token bucket in recovery has
+   * share 0 until born + D + ε (DESIGN §4). The limiter and the daemon of a
+   * region must pass the same value (it is part of the bucket fingerprint).
+   */
+  readonly leasedMode?: boolean;
 }
 
 /** Everything a script needs to decide for one (tenant, resource) in this region. */

@@ -256,6 +256,7 @@ export class GossipDaemon {
         reserved: state.reserved,
         current: state.current,
         inUse: state.inUse,
+        leasePinnedPpm: state.leasePinnedPpm,
       },
       this.opts.policy,
     );

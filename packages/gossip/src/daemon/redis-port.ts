@@ -65,7 +65,7 @@ export interface RedisDaemonStoreOptions {
 
 export async function createRedisDaemonStore(
   redis: RedisClient,
-  config: Pick<RegionConfig, "region" | "lease">,
+  config: Pick<RegionConfig, "region" | "lease"> & Partial<Pick<RegionConfig, "leased">>,
   options: RedisDaemonStoreOptions = {},
 ): Promise<DaemonStore & { checkPrimary(): Promise<void> }> {
   const region = config.region;
@@ -73,7 +73,12 @@ export async function createRedisDaemonStore(
   const store = createGossipStore({
     redis,
     region,
-    timing: { epsilonUs: epsUs, loanDurationUs: config.lease.loanDurationMs * 1000 },
+    // Same leased mode as the region's limiter: it is part of every bucket's fingerprint.
+    timing: {
+      epsilonUs: epsUs,
+      loanDurationUs: config.lease.loanDurationMs * 1000,
+      leasedMode: config.leased?.enabled === true,
+    },
     ...(options.replicas !== undefined ? { replicas: options.replicas } : {}),
     ...(options.waitTimeoutMs !== undefined ? { waitTimeoutMs: options.waitTimeoutMs } : {}),
   });
@@ -137,7 +142,11 @@ export async function createRedisDaemonStore(
           inUse.push({ lender: l.lender, units: l.units, seq: l.seq });
         }
       }
-      return { nowUs: now, recovering: v.recovering, record, reserved, current, inUse };
+      let leased = 0;
+      for (const l of Object.values(v.leases)) if (now < l.expiryUs) leased += l.tokens;
+      const capacity = policy.limit.capacity;
+      const leasePinnedPpm = leased > 0 && capacity > 0 ? Math.ceil((1_000_000 * leased) / capacity) : 0;
+      return { nowUs: now, recovering: v.recovering, record, reserved, current, inUse, leasePinnedPpm };
     },
 
     async mergeRemote(policy, record) {

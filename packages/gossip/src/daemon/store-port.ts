@@ -22,6 +22,8 @@ export interface KeyState {
   readonly current: Readonly<Record<string, number>>;
   /** Loans this region uses now. */
   readonly inUse: readonly InboundLoan[];
+  /** Share (ppm) backing the in-process leases outstanding now: the return planner keeps it. */
+  readonly leasePinnedPpm?: number | undefined;
 }
 
 export interface DaemonStore {

@@ -129,6 +129,13 @@ export interface BorrowerState {
   readonly recovering: boolean;
   /** Loans it uses now (highest seq per lender, before deadline − ε, not returned). */
   readonly inUse: readonly InboundLoan[];
+  /**
+   * Share (ppm) backing the in-process leases outstanding now, ⌈U·leased/C⌉:
+   * pinned until they expire (DESIGN §3), so no return may take the share
+   * below it (loan_return.lua refuses such a return anyway; planning it would
+   * only waste a call per round).
+   */
+  readonly leasePinnedPpm?: number | undefined;
 }
 
 /**
@@ -143,7 +150,8 @@ export function planReturns(
   targets: Readonly<Record<string, number>>,
   opts: Pick<LendingOptions, "hysteresisPpm"> = DEFAULT_LENDING_OPTIONS,
 ): InboundLoan[] {
-  if (self.recovering) return [...self.inUse];
+  const pinned = self.leasePinnedPpm ?? 0;
+  if (self.recovering) return pinned > 0 ? unpinned(self, [...self.inUse], pinned) : [...self.inUse];
   const need = Math.max(0, Math.min(U, targets[self.region] ?? self.baseShare) - self.baseShare);
   let used = 0;
   for (const l of self.inUse) used += l.units;
@@ -154,10 +162,24 @@ export function planReturns(
   );
   const out: InboundLoan[] = [];
   for (const l of sorted) {
-    if (used - l.units >= need) {
+    if (used - l.units >= need && self.baseShare + used - l.units >= pinned) {
       out.push(l);
       used -= l.units;
     }
+  }
+  return out;
+}
+
+/** Of `loans` (largest first), those whose return keeps base + what stays in use ≥ the pinned share. */
+function unpinned(self: BorrowerState, loans: InboundLoan[], pinned: number): InboundLoan[] {
+  let used = 0;
+  for (const l of self.inUse) used += l.units;
+  const out: InboundLoan[] = [];
+  loans.sort((a, b) => b.units - a.units || (a.lender < b.lender ? -1 : a.lender > b.lender ? 1 : 0));
+  for (const l of loans) {
+    if (self.baseShare + used - l.units < pinned) continue;
+    out.push(l);
+    used -= l.units;
   }
   return out;
 }

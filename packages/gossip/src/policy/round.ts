@@ -56,6 +56,8 @@ export interface RoundInput {
   readonly current: Readonly<Record<string, number>>;
   /** Loans this region uses now. */
   readonly inUse: readonly InboundLoan[];
+  /** Share (ppm) backing this region's outstanding in-process leases: never returned (lending.ts). */
+  readonly leasePinnedPpm?: number | undefined;
 }
 
 export interface RoundDecision {
@@ -96,7 +98,13 @@ export function decideRound(
     opts.lending,
   );
   const returns = planReturns(
-    { region: me.region, baseShare: me.baseShare, recovering: input.recovering, inUse: input.inUse },
+    {
+      region: me.region,
+      baseShare: me.baseShare,
+      recovering: input.recovering,
+      inUse: input.inUse,
+      leasePinnedPpm: input.leasePinnedPpm,
+    },
     targets,
     opts.lending,
   );

@@ -1,6 +1,6 @@
 // Builds the per-key KEYS and the policy part of ARGV shared by every per-key
 // script (lua/lib.lua read_policy), cached per policy object.
-import { type KeyLimit, policyVersion } from "@geoquota/lease";
+import { bucketVersion, type KeyLimit } from "@geoquota/lease";
 import type { KeyPolicy, LeaseTiming } from "../types.js";
 import { RedisStoreError } from "./errors.js";
 import { assertName, dirtyKey, dirtyMember, drainGenKey, keyNames, markerKey, shardOf } from "./keys.js";
@@ -81,7 +81,7 @@ function keyArgs(policy: KeyPolicy, timing: LeaseTiming, cache: WeakMap<KeyPolic
       windowMs(policy) * 1000,
       policy.baseShare,
       policy.floorShare,
-      policyVersion(keyLimit(policy)),
+      bucketVersion(keyLimit(policy), timing),
       timing.epsilonUs,
       timing.loanDurationUs,
       ttl,

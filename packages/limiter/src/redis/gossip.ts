@@ -27,7 +27,7 @@ export type GrantResult =
     }
   | {
       readonly ok: false;
-      readonly reason: "recovering" | "algorithm" | "units" | "floor" | "self";
+      readonly reason: "recovering" | "algorithm" | "units" | "floor" | "leased" | "self";
       readonly nowUs: number;
     };
 
@@ -43,7 +43,10 @@ export interface GossipStore {
     loans: readonly LoanRecord[],
     counters: Readonly<Record<string, number>>,
   ): Promise<{ loansChanged: number; countersChanged: number; nowUs: number }>;
-  /** Returns early the loan held from `lender`; send `seq` to the lender only if `durable`. */
+  /**
+   * Returns early the loan held from `lender`; send `seq` to the lender only if `durable`.
+   * `seq` 0: nothing held, or refused because the share backs outstanding in-process leases.
+   */
   returnLoan(policy: KeyPolicy, lender: string): Promise<{ seq: number; nowUs: number; durable: boolean }>;
   /** The lender's side of a return. */
   receiveReturn(

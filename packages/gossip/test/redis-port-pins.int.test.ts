@@ -1,0 +1,45 @@
+// The daemon's Redis port tells the return planner how much share backs the
+// in-process leases outstanding in this region (DESIGN §3: leases pin share),
+// and it uses the region's leased mode (part of every bucket fingerprint).
+import { createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
+import { type RedisServer, startRedis } from "@geoquota/testkit";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createRedisDaemonStore } from "../src/daemon/redis-port.js";
+
+let server: RedisServer;
+let redis: Redis;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = server.client();
+  await initFreshRegion(redis);
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+const policy: KeyPolicy = {
+  tenant: "pins",
+  resource: "api",
+  limit: { algorithm: "token_bucket", capacity: 100, refillPerSecond: 10 },
+  baseShare: 500_000,
+  floorShare: 20_000,
+};
+
+it("readKey reports ⌈U·leased/C⌉ as the lease-pinned share", async () => {
+  const config = { region: "eu", lease: { epsilonMs: 250, loanDurationMs: 3000 }, leased: { enabled: true } };
+  const port = await createRedisDaemonStore(redis, config as Parameters<typeof createRedisDaemonStore>[1]);
+  const store = createRedisStore({
+    redis,
+    region: "eu",
+    timing: { epsilonUs: 250_000, loanDurationUs: 3_000_000, leasedMode: true },
+  });
+  expect((await port.readKey(policy)).leasePinnedPpm).toBe(0);
+  const l = await store.acquireLease(policy, 33, 2000);
+  expect(l.granted).toBe(33);
+  expect((await port.readKey(policy)).leasePinnedPpm).toBe(330_000);
+  await store.releaseLease(policy, l.leaseId, 33);
+  expect((await port.readKey(policy)).leasePinnedPpm).toBe(0);
+  await port.close();
+});
