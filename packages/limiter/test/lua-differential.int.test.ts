@@ -83,7 +83,8 @@ type Op =
   | { k: "refund"; r: Reg; cost: number }
   | { k: "acquire"; r: Reg; tokens: number; durMs: number; releases: number; usedPct: number }
   | { k: "release"; r: Reg; pick: number; usedPct: number }
-  | { k: "grant"; r: Reg; units: number; durMs: number }
+  /** `aboveFloor`: units = base − floor + units (what the lender may lend from its base, ± a margin). */
+  | { k: "grant"; r: Reg; units: number; durMs: number; aboveFloor?: true }
   | { k: "deliver"; pick: number; keep: boolean }
   | { k: "return"; r: Reg }
   | { k: "deliverReturn"; pick: number; keep: boolean }
@@ -94,7 +95,7 @@ type Op =
 const opArb = (rate: boolean): fc.Arbitrary<Op> => {
   const always: fc.WeightedArbitrary<Op>[] = [
     { weight: 8, arbitrary: fc.record({ k: fc.constant("check" as const), r: reg, cost }) },
-    { weight: 2, arbitrary: fc.record({ k: fc.constant("compound" as const), r: reg, cost, costAux: cost }) },
+    { weight: 4, arbitrary: fc.record({ k: fc.constant("compound" as const), r: reg, cost, costAux: cost }) },
     { weight: 2, arbitrary: fc.record({ k: fc.constant("refund" as const), r: reg, cost }) },
     { weight: 6, arbitrary: fc.record({ k: fc.constant("wait" as const), ms: waitMs }) },
     {
@@ -214,12 +215,13 @@ const macroArb = (rate: boolean, leases: boolean): fc.Arbitrary<Op[]> => {
       { k: "check", r, cost: 1 },
     ]);
   const lendBack = fc
-    .record({ r: reg, u: units, d: dur, back: fc.integer({ min: 10, max: 90 }).map((x) => x * 10_000) })
+    .record({ r: reg, u: units, d: dur, back: fc.integer({ min: -2, max: 16 }).map((x) => x * 10_000) })
     .map(({ r, u, d, back }): Op[] => [
       { k: "grant", r: other(r), units: u, durMs: d + 40 },
       { k: "deliver", pick: -1, keep: false },
       { k: "check", r, cost: 1 },
-      { k: "grant", r, units: back, durMs: d },
+      // Around the most its base allows: above it only with the borrowed units (trap 3).
+      { k: "grant", r, units: back, durMs: d, aboveFloor: true },
       { k: "check", r, cost: 1 },
     ]);
   const earlyReturn = fc
@@ -475,7 +477,8 @@ async function runSequence(
   const mk = (resource: string, alg: Algorithm, base: number): KeyPolicy => ({
     tenant,
     resource,
-    limit: { algorithm: alg, capacity: 100, refillPerSecond: 400, windowMs: 60 },
+    // The compound's second key is the scarce one: an item denied after an admitted one.
+    limit: { algorithm: alg, capacity: resource === "aux" ? 10 : 100, refillPerSecond: 400, windowMs: 60 },
     baseShare: base,
     floorShare: 20_000,
   });
@@ -663,26 +666,17 @@ async function runSequence(
       }
       case "grant": {
         const to = other(g.name);
+        const units = op.aboveFloor ? p.baseShare - p.floorShare + op.units : op.units;
         const rr = await g.scripts.call("loanGrant", a.keys, [
           g.name,
           ...a.policyArgv,
           to,
-          op.units,
+          units,
           op.durMs * 1000,
         ]);
         const now = num(rr[5]);
         notePiecesIf(stats, key, limit, g.model.marker, now, () => {
-          const want = lease.grantLoan(
-            g.model,
-            g.name,
-            key,
-            limit,
-            TIMING,
-            to,
-            op.units,
-            op.durMs * 1000,
-            now,
-          );
+          const want = lease.grantLoan(g.model, g.name, key, limit, TIMING, to, units, op.durMs * 1000, now);
           if (want.ok) {
             expect([num(rr[0]), num(rr[2]), num(rr[3]), num(rr[4])], step).toEqual([
               1,
@@ -735,7 +729,11 @@ async function runSequence(
           for (const [res, old] of regions[r].policies) {
             regions[r].policies.set(res, {
               ...old,
-              limit: { ...old.limit, capacity: op.capacity, refillPerSecond: op.refill },
+              limit: {
+                ...old.limit,
+                capacity: res === "aux" ? op.capacity / 10 : op.capacity,
+                refillPerSecond: op.refill,
+              },
               baseShare: base,
               floorShare: op.floor,
             });
