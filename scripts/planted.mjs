@@ -5,7 +5,8 @@
 // if any row is missed or stale (its original text no longer occurs exactly
 // once: the source moved on, update the row). Two rows run at a time.
 //
-//   node scripts/planted.mjs [--jobs N] [id ...]
+//   node scripts/planted.mjs [--jobs N] [--table FILE] [id ...]
+// (--table: another table of the same format, e.g. to try a row against other tests)
 import { spawn } from "node:child_process";
 import { execFileSync } from "node:child_process";
 import {
@@ -25,10 +26,12 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const TABLE = join(ROOT, "test/planted/planted.json");
+let TABLE = join(ROOT, "test/planted/planted.json");
 
 function usage(msg) {
-  process.stderr.write(`planted: ${msg}\nusage: node scripts/planted.mjs [--jobs N] [id ...]\n`);
+  process.stderr.write(
+    `planted: ${msg}\nusage: node scripts/planted.mjs [--jobs N] [--table FILE] [id ...]\n`,
+  );
   process.exit(2);
 }
 
@@ -41,6 +44,10 @@ for (let i = 0; i < argv.length; i++) {
     jobs = Number(argv[++i]);
     if (!Number.isInteger(jobs) || jobs < 1 || jobs > 2)
       usage("--jobs must be 1 or 2 (the machine is shared)");
+  } else if (a === "--table") {
+    const f = argv[++i];
+    if (f === undefined || !existsSync(f)) usage(`--table needs an existing file (got ${f})`);
+    TABLE = resolve(f);
   } else if (a.startsWith("-")) usage(`unknown flag ${a}`);
   else only.push(a);
 }
