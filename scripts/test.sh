@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README's second command and CI run it:
 # bootstrap (installs what is missing), typecheck, lint, circular-import check,
-# then every vitest tier (unit, simulation, real Redis, real Toxiproxy, bench smoke).
+# then every vitest tier (unit, simulation, real Redis, real Toxiproxy, bench smoke),
+# then the planted-bug table (each planted bug must be caught).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
@@ -28,6 +29,10 @@ pnpm exec vitest run "${projects[@]}" --reporter=default --reporter=json --outpu
 # 2-core machine they run one file at a time so their deadlines stay meaningful.
 step "cross-package tests: clusters, chaos, bench smoke (one file at a time)"
 pnpm exec vitest run --project integration --no-file-parallelism --reporter=default --reporter=json --outputFile.json=.tmp/vitest-integration.json || status=$?
+# Every planted bug must make its own tests fail (test/planted/README.md);
+# each row runs only its tests, two rows at a time.
+step "planted bugs: each row's patch must make its tests fail"
+bash scripts/planted.sh || status=$?
 node -e '
 const fs = require("fs");
 let passed = 0, failed = 0, skipped = 0;

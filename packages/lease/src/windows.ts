@@ -145,9 +145,13 @@ export function refundWindow(
   const marker = ensureMarker(region, nowUs);
   const W = windowUs(limit);
   if (limit.algorithm === "sliding_log") {
+    // As lua/lib.lua refund_window: a log of another incarnation is left as it
+    // is, and entries already out of the window stay until the next admission
+    // trims them (the Lua touches only the entries it reads).
+    if (key.logInc !== marker) return;
     const entries = liveLog(key, marker, W, nowUs);
     let left = cost;
-    const kept: LogEntry[] = [];
+    const kept: LogEntry[] = key.log.filter((e) => e.scoreUs <= nowUs - W);
     for (const e of entries) {
       const c = logEntryCost(e);
       if (left <= 0) kept.push(e);
@@ -158,8 +162,7 @@ export function refundWindow(
         left = 0;
       }
     }
-    key.log = kept;
-    key.logInc = marker;
+    key.log = kept.sort(byScoreThenMember);
     return;
   }
   const k = Math.floor(nowUs / W);

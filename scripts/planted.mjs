@@ -1,0 +1,201 @@
+#!/usr/bin/env node
+// Runs the planted-bug table (test/planted/planted.json): for each row, a copy
+// of the repository with that row's patch applied runs exactly that row's
+// tests, which must fail. Prints caught / MISSED / STALE per row and exits 1
+// if any row is missed or stale (its original text no longer occurs exactly
+// once: the source moved on, update the row). Two rows run at a time.
+//
+//   node scripts/planted.mjs [--jobs N] [--table FILE] [id ...]
+// (--table: another table of the same format, e.g. to try a row against other tests)
+import { spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
+import {
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+let TABLE = join(ROOT, "test/planted/planted.json");
+
+function usage(msg) {
+  process.stderr.write(
+    `planted: ${msg}\nusage: node scripts/planted.mjs [--jobs N] [--table FILE] [id ...]\n`,
+  );
+  process.exit(2);
+}
+
+const argv = process.argv.slice(2);
+let jobs = 2;
+const only = [];
+for (let i = 0; i < argv.length; i++) {
+  const a = argv[i];
+  if (a === "--jobs") {
+    jobs = Number(argv[++i]);
+    if (!Number.isInteger(jobs) || jobs < 1 || jobs > 2)
+      usage("--jobs must be 1 or 2 (the machine is shared)");
+  } else if (a === "--table") {
+    const f = argv[++i];
+    if (f === undefined || !existsSync(f)) usage(`--table needs an existing file (got ${f})`);
+    TABLE = resolve(f);
+  } else if (a.startsWith("-")) usage(`unknown flag ${a}`);
+  else only.push(a);
+}
+
+/** @returns {{id: string, rule: string, patch: {file: string, original: string, replacement: string}[], tests: {project: string, file: string, name?: string}[]}[]} */
+function loadTable() {
+  const t = JSON.parse(readFileSync(TABLE, "utf8"));
+  if (!Array.isArray(t.rows)) throw new Error(`${TABLE}: no "rows" array`);
+  return t.rows;
+}
+
+/** Where the row's patches apply (exactly once each), or why not. */
+function applyPatch(dir, row) {
+  const texts = new Map();
+  for (const p of row.patch) {
+    const path = join(dir, p.file);
+    if (!existsSync(path)) return `${p.file} does not exist`;
+    const text = texts.get(path) ?? readFileSync(path, "utf8");
+    const n = text.split(p.original).length - 1;
+    if (n !== 1)
+      return `${p.file}: original text found ${n} times (expected once): ${JSON.stringify(p.original)}`;
+    texts.set(
+      path,
+      text.replace(p.original, () => p.replacement),
+    );
+  }
+  for (const [path, text] of texts) writeFileSync(path, text);
+  return undefined;
+}
+
+/** A copy of the work tree (tracked and new files), sharing the installed packages. */
+function copyRepo() {
+  const dir = mkdtempSync(join(tmpdir(), "gq-planted-"));
+  const files = execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], {
+    cwd: ROOT,
+    encoding: "utf8",
+  })
+    .split("\0")
+    .filter((f) => f !== "" && existsSync(join(ROOT, f)));
+  for (const f of files) {
+    mkdirSync(dirname(join(dir, f)), { recursive: true });
+    cpSync(join(ROOT, f), join(dir, f), { verbatimSymlinks: true });
+  }
+  // Root node_modules: third-party entries linked to the original; the
+  // workspace links (@geoquota/*, relative) copied so they resolve to the copy.
+  const nm = join(ROOT, "node_modules");
+  mkdirSync(join(dir, "node_modules"));
+  for (const e of readdirSync(nm)) {
+    if (e === ".vite" || e === ".vite-temp") continue;
+    if (e === "@geoquota")
+      cpSync(join(nm, e), join(dir, "node_modules", e), { recursive: true, verbatimSymlinks: true });
+    else symlinkSync(join(nm, e), join(dir, "node_modules", e));
+  }
+  // Per-package node_modules hold only relative symlinks: copied as they are.
+  for (const p of readdirSync(join(ROOT, "packages"))) {
+    const src = join(ROOT, "packages", p, "node_modules");
+    if (existsSync(src) && lstatSync(src).isDirectory()) {
+      cpSync(src, join(dir, "packages", p, "node_modules"), { recursive: true, verbatimSymlinks: true });
+    }
+  }
+  return dir;
+}
+
+function run(cmd, args, cwd) {
+  return new Promise((done) => {
+    const child = spawn(cmd, args, {
+      cwd,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, CI: "1" },
+    });
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+    });
+    child.stderr.on("data", (d) => {
+      out += d;
+    });
+    child.on("close", (code) => done({ code, out }));
+  });
+}
+
+/** Runs one test entry in `dir`; returns the failed test names ([] when all passed). */
+async function runTests(dir, t) {
+  const report = join(dir, `.planted-${t.project}.json`);
+  const args = ["run", "--project", t.project, t.file, "--reporter=json", `--outputFile=${report}`];
+  if (t.name !== undefined) args.push("-t", t.name);
+  const r = await run(join(dir, "node_modules/.bin/vitest"), args, dir);
+  if (!existsSync(report))
+    return { error: `vitest wrote no report (exit ${r.code}):\n${r.out.slice(-2000)}` };
+  const j = JSON.parse(readFileSync(report, "utf8"));
+  if (j.numTotalTests === 0) return { error: `no test matched ${t.file}${t.name ? ` -t ${t.name}` : ""}` };
+  const failed = [];
+  for (const f of j.testResults) {
+    for (const a of f.assertionResults) {
+      if (a.status === "failed")
+        failed.push(`${t.file} > ${a.fullName}: ${String(a.failureMessages?.[0] ?? "").split("\n")[0]}`);
+    }
+    if (f.status === "failed" && f.assertionResults.every((a) => a.status !== "failed")) {
+      failed.push(`${t.file}: ${String(f.message).split("\n")[0]}`);
+    }
+  }
+  return { failed };
+}
+
+async function runRow(row) {
+  const started = Date.now();
+  const dir = copyRepo();
+  try {
+    const stale = applyPatch(dir, row);
+    if (stale !== undefined) return { row, verdict: "STALE", detail: stale, ms: Date.now() - started };
+    for (const t of row.tests) {
+      const r = await runTests(dir, t);
+      if (r.error !== undefined) return { row, verdict: "ERROR", detail: r.error, ms: Date.now() - started };
+      if (r.failed.length > 0)
+        return { row, verdict: "caught", detail: r.failed[0], ms: Date.now() - started };
+    }
+    return {
+      row,
+      verdict: "MISSED",
+      detail: row.tests.map((t) => `${t.project}:${t.file}${t.name ? ` -t ${t.name}` : ""}`).join(", "),
+      ms: Date.now() - started,
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const rows = loadTable().filter((r) => only.length === 0 || only.includes(r.id));
+for (const id of only) if (!rows.some((r) => r.id === id)) usage(`no row ${id} in ${TABLE}`);
+const started = Date.now();
+const results = [];
+let next = 0;
+async function worker() {
+  while (next < rows.length) {
+    const row = rows[next++];
+    const r = await runRow(row);
+    results.push(r);
+    process.stdout.write(
+      `${r.verdict.padEnd(6)} ${row.id.padEnd(30)} ${(r.ms / 1000).toFixed(1).padStart(5)}s  ${r.detail.slice(0, 240)}\n`,
+    );
+  }
+}
+process.stdout.write(`planted bugs: ${rows.length} rows, ${jobs} at a time\n`);
+await Promise.all(Array.from({ length: Math.min(jobs, rows.length) }, worker));
+const bad = results.filter((r) => r.verdict !== "caught");
+process.stdout.write(
+  `\nplanted: ${results.length - bad.length}/${results.length} caught in ${((Date.now() - started) / 1000).toFixed(0)} s` +
+    (bad.length > 0 ? `; not caught: ${bad.map((r) => `${r.row.id} (${r.verdict})`).join(", ")}` : "") +
+    "\n",
+);
+process.exit(bad.length > 0 ? 1 : 0);
