@@ -90,6 +90,21 @@ export const RegionConfigSchema = z
         .string()
         .regex(/^rediss?:\/\/.+/, "expected redis:// or rediss:// URL")
         .optional(),
+      /**
+       * Mutual TLS between daemons (wss://): this daemon's certificate and key
+       * (server and client certificate alike) and the CA that signed every
+       * region's certificate. Paths resolve against the config file's directory.
+       * Required unless `plaintext` is true.
+       */
+      tls: z
+        .strictObject({
+          cert: z.string().min(1, "expected a certificate file path"),
+          key: z.string().min(1, "expected a private key file path"),
+          ca: z.string().min(1, "expected a CA certificate file path"),
+        })
+        .optional(),
+      /** Explicit opt-out of TLS (loopback development clusters): links are unencrypted. */
+      plaintext: z.boolean().default(false),
     }),
     lease: z
       .strictObject({
@@ -109,6 +124,10 @@ export const RegionConfigSchema = z
     leased: leasedSchema,
     /** Longest accepted tenant/resource before hashing (bytes). */
     keyMaxLength: intIn(1, 128).default(128),
+    /** pino level of both processes; the LOG_LEVEL environment variable wins. */
+    logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+    /** Log every HTTP request/response of the limiter (two lines per check: off on the hot path). */
+    logRequests: z.boolean().default(false),
   })
   .superRefine((c, ctx) => {
     const ids = c.regions.map((r) => r.id);
@@ -144,6 +163,21 @@ export const RegionConfigSchema = z
         path: ["lease", "loanDurationMs"],
       });
     }
+    if (c.gossip.tls === undefined && !c.gossip.plaintext) {
+      ctx.addIssue({
+        code: "custom",
+        message:
+          "expected { cert, key, ca } (mutual TLS between regions), or gossip.plaintext: true to allow unencrypted gossip",
+        path: ["gossip", "tls"],
+      });
+    }
+    if (c.gossip.tls !== undefined && c.gossip.plaintext) {
+      ctx.addIssue({
+        code: "custom",
+        message: "plaintext: true contradicts gossip.tls; remove one",
+        path: ["gossip", "plaintext"],
+      });
+    }
     if (
       c.listen.port !== 0 &&
       c.listen.host === c.gossip.listen.host &&
@@ -165,7 +199,7 @@ export interface RegionConfig extends Omit<Parsed, "sharedSecret" | "adminToken"
   readonly sharedSecret: string;
   readonly adminToken: string;
   readonly keyHashSecret?: string;
-  /** `policiesFile` resolved against the config file's directory. */
+  /** `policiesFile` resolved against the config file's directory (so are `gossip.tls` paths). */
   readonly policiesPath: string;
   /** The file this came from (for error messages). */
   readonly file: string;
@@ -201,12 +235,26 @@ export function parseRegionConfig(raw: unknown, options: ParseOptions): RegionCo
     throw new ConfigError(options.file, problems);
   }
   const { keyHashSecret: _k, ...rest } = c;
+  const baseDir = options.baseDir ?? process.cwd();
+  const tls = c.gossip.tls;
   return {
     ...rest,
+    gossip: {
+      ...c.gossip,
+      ...(tls !== undefined
+        ? {
+            tls: {
+              cert: resolve(baseDir, tls.cert),
+              key: resolve(baseDir, tls.key),
+              ca: resolve(baseDir, tls.ca),
+            },
+          }
+        : {}),
+    },
     sharedSecret,
     adminToken,
     ...(keyHashSecret !== undefined ? { keyHashSecret } : {}),
-    policiesPath: resolve(options.baseDir ?? process.cwd(), c.policiesFile),
+    policiesPath: resolve(baseDir, c.policiesFile),
     file: options.file,
   };
 }
