@@ -3,6 +3,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { type PolicySet, parsePolicySpec, type RegionConfig, withPolicy } from "@geoquota/config";
 import Fastify, {
+  LogController,
   type FastifyError,
   type FastifyInstance,
   type FastifyReply,
@@ -14,7 +15,8 @@ import { ERRORS, errorBody, LimiterError } from "./errors.js";
 import { decisionBody, rateLimitHeaders } from "./headers.js";
 import { validateKeyPart } from "./key-hygiene.js";
 import { Limiter } from "./limiter.js";
-import { breakerStateValue, createMetrics } from "./metrics.js";
+import { ThrottledEvents } from "./log-events.js";
+import { breakerStateValue, createMetrics, OTHER_RESOURCE } from "./metrics.js";
 import { geoquotaRateLimit } from "./plugin.js";
 import type { RegionStore } from "./types.js";
 import { CompoundCheckSchema, parseBody, SingleCheckSchema } from "./validation.js";
@@ -43,6 +45,8 @@ export interface AppDeps {
   readonly ping?: () => Promise<unknown>;
   /** Fastify logger option; off by default (tests fail on stray output). main.ts passes pino options. */
   readonly logger?: boolean | Record<string, unknown>;
+  /** Log every request and response (two lines per check): off by default, the check route is the hot path. */
+  readonly logRequests?: boolean;
 }
 
 declare module "fastify" {
@@ -69,7 +73,13 @@ function toLimiterError(err: FastifyError): LimiterError {
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const registry = deps.registry ?? new Registry();
-  const metrics = createMetrics(registry);
+  // Late-bound: the limiter (and its policies) and the logger exist only below.
+  let limiterRef: Limiter | undefined;
+  let events: ThrottledEvents | undefined;
+  const metrics = createMetrics(registry, {
+    resourceLabel: (r) =>
+      limiterRef !== undefined && configuredResources(limiterRef.policies).has(r) ? r : OTHER_RESOURCE,
+  });
   metrics.breakerState.set(0);
   const limiter = new Limiter({
     store: deps.store,
@@ -78,16 +88,48 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     metrics,
     ...(deps.clock !== undefined ? { clock: deps.clock } : {}),
     ...(deps.ping !== undefined ? { ping: deps.ping } : {}),
+    onStoreError: (op, kind, err) =>
+      events?.emit(
+        "warn",
+        "redis_error",
+        `${op}:${kind}`,
+        { op, errorKind: kind, ...(err instanceof Error ? { error: err.message } : {}) },
+        "redis call failed",
+      ),
   });
-  const app = Fastify({ logger: deps.logger ?? false, bodyLimit: BODY_BYTES_MAX });
+  limiterRef = limiter;
+  const app = Fastify({
+    logger: deps.logger ?? false,
+    bodyLimit: BODY_BYTES_MAX,
+    logController: new LogController({ disableRequestLogging: deps.logRequests !== true }),
+  });
+  events = new ThrottledEvents(app.log, 1000, deps.clock);
+  let breakerWas = limiter.breaker.state;
+  limiter.breaker.onStateChange((s) => {
+    const from = breakerWas;
+    breakerWas = s;
+    const fields = { event: "breaker_state", from, to: s };
+    if (s === "open") app.log.warn(fields, "redis breaker opened");
+    else app.log.info(fields, `redis breaker ${s === "closed" ? "closed" : "half-open"}`);
+  });
   app.decorate("limiter", limiter);
   // Leases held by this process go back to the bucket on shutdown; the store is the caller's.
   app.addHook("onClose", async () => {
     await limiter.leases.close();
   });
 
-  app.setErrorHandler((err: FastifyError, _req, reply) => {
+  app.setErrorHandler((err: FastifyError, req, reply) => {
     const e = toLimiterError(err);
+    if (e.statusCode >= 500) {
+      const route = req.routeOptions.url ?? "(no route)";
+      events?.emit(
+        "error",
+        "http_5xx",
+        `${e.statusCode} ${e.code} ${req.method} ${route}`,
+        { status: e.statusCode, code: e.code, method: req.method, route, err: e.cause ?? err },
+        "5xx response",
+      );
+    }
     return reply.code(e.statusCode).send(errorBody(e));
   });
   app.setNotFoundHandler((req, reply) => {
@@ -199,6 +241,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         throw new LimiterError("GQ_ERR_INVALID_POLICY", first, { field: first.slice(0, first.indexOf(":")) });
       }
       limiter.setPolicies(withPolicy(limiter.policies, tenant, resource, r.spec));
+      app.log.info({ event: "policy_changed", tenant, resource, spec: r.spec }, "policy changed");
       return { tenant, resource, ...r.spec };
     },
   );
@@ -214,6 +257,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     const ok = await limiter.ready();
     if (!ok) {
       const e = new LimiterError("GQ_ERR_STORE_UNAVAILABLE");
+      events?.emit(
+        "warn",
+        "http_5xx",
+        "503 readyz",
+        { status: 503, code: e.code, route: "/readyz" },
+        "not ready",
+      );
       return reply.code(503).send({ ...errorBody(e), status: "not_ready", region: limiter.region });
     }
     return { status: "ready", region: limiter.region, breaker: limiter.breaker.state };
@@ -235,6 +285,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   );
 
   return app;
+}
+
+const resourcesOf = new WeakMap<PolicySet, ReadonlySet<string>>();
+
+/** Resources named by a configured policy (the only values the `resource` metric label takes). */
+function configuredResources(p: PolicySet): ReadonlySet<string> {
+  let set = resourcesOf.get(p);
+  if (set === undefined) {
+    set = new Set([...p.entries.keys()].map((k) => k.slice(k.indexOf("|") + 1)));
+    resourcesOf.set(p, set);
+  }
+  return set;
 }
 
 /**

@@ -34,7 +34,15 @@ export {
   type StartRegionOptions,
   startRegionService,
 } from "./main.js";
-export { createMetrics, type LimiterMetrics } from "./metrics.js";
+export {
+  type EventLevel,
+  type EventLogger,
+  LOG_LEVELS,
+  type LogLevel,
+  logLevelOf,
+  ThrottledEvents,
+} from "./log-events.js";
+export { createMetrics, type LimiterMetrics, type MetricsOptions, OTHER_RESOURCE } from "./metrics.js";
 export {
   geoquotaRateLimit,
   type KeySource,
