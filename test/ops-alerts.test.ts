@@ -69,7 +69,7 @@ describe("ops/alerts.yml", () => {
 describe("every metric the alerts and the dashboard query is exported", () => {
   let redis: RedisServer;
   let dir = "";
-  let exported = new Set<string>();
+  const exported = new Set<string>();
   const closers: (() => Promise<void>)[] = [];
 
   beforeAll(async () => {
