@@ -3,6 +3,7 @@
 // without parsing messages. Noisy events (Redis errors during an outage) go
 // through a throttle: at most one line per kind per interval, carrying the
 // number of lines suppressed since the last one.
+import { ConfigError } from "@geoquota/config";
 
 /** The logging surface needed here; a pino Logger and Fastify's `app.log` satisfy it. */
 export interface EventLogger {
@@ -19,7 +20,7 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /**
  * The level a process logs at: `LOG_LEVEL` from the environment wins over the
- * config file's value. A bad `LOG_LEVEL` is an error naming the variable.
+ * config file's value. A bad `LOG_LEVEL` is a ConfigError naming the variable (the CLI exits 2).
  */
 export function logLevelOf(
   configured: LogLevel,
@@ -28,7 +29,9 @@ export function logLevelOf(
   const v = env.LOG_LEVEL;
   if (v === undefined || v === "") return configured;
   if ((LOG_LEVELS as readonly string[]).includes(v)) return v as LogLevel;
-  throw new Error(`LOG_LEVEL: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(v)}`);
+  throw new ConfigError("environment", [
+    `LOG_LEVEL: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(v)}`,
+  ]);
 }
 
 interface KindState {

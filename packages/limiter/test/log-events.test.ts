@@ -172,7 +172,7 @@ describe("ThrottledEvents and LOG_LEVEL", () => {
     expect(logLevelOf("info", {})).toBe("info");
     expect(logLevelOf("info", { LOG_LEVEL: "debug" })).toBe("debug");
     expect(() => logLevelOf("info", { LOG_LEVEL: "loud" })).toThrow(
-      'LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent, got "loud"',
+      'environment: LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent, got "loud"',
     );
   });
 });
