@@ -225,7 +225,7 @@ export async function startGossip(
   );
   await mesh.start();
   daemon.start();
-  recovery.poll().catch(() => {});
+  // First reading after one interval: startup is busy enough (and markers may not exist yet).
   const running = daemon;
   const server: Server = createServer((req, res) => {
     const send = (status: number, body: string, type = "application/json") => {

@@ -4,6 +4,7 @@
 // recovery_started / recovery_ended log events. Read-only: markers are made
 // and rotated by the scripts and by checkPrimary.
 import { ALL_SHARDS, isCluster, markerKey, type RedisClient, shardNode } from "@geoquota/limiter";
+import type { Redis } from "ioredis";
 
 export interface RecoveryState {
   readonly recovering: boolean;
@@ -34,6 +35,36 @@ export function recoveryOf(
   return { recovering: shards > 0, shards, untilUs };
 }
 
+/**
+ * Every shard's marker: one MGET on a standalone server; on a Cluster one
+ * pipeline per master over its own connection (a node connection may mix
+ * slots it serves, the cluster client's pipeline may not).
+ */
+async function readMarkers(redis: RedisClient): Promise<(string | null)[]> {
+  if (!isCluster(redis)) return redis.mget(ALL_SHARDS.map(markerKey));
+  const byNode = new Map<Redis, number[]>();
+  for (const k of ALL_SHARDS) {
+    const node = shardNode(redis, k);
+    const list = byNode.get(node);
+    if (list === undefined) byNode.set(node, [k]);
+    else list.push(k);
+  }
+  const out: (string | null)[] = ALL_SHARDS.map(() => null);
+  await Promise.all(
+    [...byNode].map(async ([node, shards]) => {
+      const p = node.pipeline();
+      for (const k of shards) p.get(markerKey(k));
+      const replies = (await p.exec()) ?? [];
+      for (const [i, k] of shards.entries()) {
+        const [err, value] = replies[i] ?? [new Error("no reply"), null];
+        if (err) throw err;
+        out[k] = (value as string | null) ?? null;
+      }
+    }),
+  );
+  return out;
+}
+
 /** Reads every shard's marker and the Redis time. */
 export async function readRecovery(
   redis: RedisClient,
@@ -41,10 +72,7 @@ export async function readRecovery(
 ): Promise<RecoveryState> {
   const [sec, usec] = await shardNode(redis, 0).time();
   const nowUs = Number(sec) * 1_000_000 + Number(usec);
-  const markers = isCluster(redis)
-    ? await Promise.all(ALL_SHARDS.map((k) => shardNode(redis, k).get(markerKey(k))))
-    : await redis.mget(ALL_SHARDS.map(markerKey));
-  return recoveryOf(markers, nowUs, timing);
+  return recoveryOf(await readMarkers(redis), nowUs, timing);
 }
 
 export interface RecoveryWatch {
