@@ -27,7 +27,11 @@ describe("a region on Redis Cluster", () => {
         listen: { host: "127.0.0.1", port: 0 },
         redis: { url: `redis://127.0.0.1:${cluster.servers[0]!.port}`, cluster: true, timeoutMs: 500 },
         regions: [{ id: "us-east", gossip: "127.0.0.1:1" }],
-        gossip: { listen: { host: "127.0.0.1", port: 0 }, round: { minMs: 100, maxMs: 200 } },
+        gossip: {
+          listen: { host: "127.0.0.1", port: 0 },
+          round: { minMs: 100, maxMs: 200 },
+          plaintext: true,
+        },
         lease: { epsilonMs: 50, loanDurationMs: 1000 },
         sharedSecret: "cluster-test-shared-secret",
         adminToken: "cluster-test-admin-token",

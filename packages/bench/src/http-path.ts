@@ -83,7 +83,7 @@ export async function benchHttpPath(server: RedisServer, budget: Budget): Promis
       listen: { host: "127.0.0.1", port: 0 },
       redis: { url: server.url, timeoutMs: 50 },
       regions: [{ id: BENCH_REGION, gossip: "127.0.0.1:1" }],
-      gossip: { listen: { host: "127.0.0.1", port: 2 } },
+      gossip: { listen: { host: "127.0.0.1", port: 2 }, plaintext: true },
       sharedSecret: "bench-shared-secret-0123456789",
       adminToken: "bench-admin-token-0123456789",
     },

@@ -117,6 +117,21 @@ export const RegionConfigSchema = z
         .string()
         .regex(/^rediss?:\/\/.+/, "expected redis:// or rediss:// URL")
         .optional(),
+      /**
+       * Mutual TLS between daemons (wss://): this daemon's certificate and key
+       * (server and client certificate alike) and the CA that signed every
+       * region's certificate. Paths resolve against the config file's directory.
+       * Required unless `plaintext` is true.
+       */
+      tls: z
+        .strictObject({
+          cert: z.string().min(1, "expected a certificate file path"),
+          key: z.string().min(1, "expected a private key file path"),
+          ca: z.string().min(1, "expected a CA certificate file path"),
+        })
+        .optional(),
+      /** Explicit opt-out of TLS (loopback development clusters): links are unencrypted. */
+      plaintext: z.boolean().default(false),
     }),
     lease: z
       .strictObject({
@@ -143,6 +158,10 @@ export const RegionConfigSchema = z
     refund: refundSchema,
     /** Longest accepted tenant/resource before hashing (bytes). */
     keyMaxLength: intIn(1, 128).default(128),
+    /** pino level of both processes; the LOG_LEVEL environment variable wins. */
+    logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+    /** Log every HTTP request/response of the limiter (two lines per check: off on the hot path). */
+    logRequests: z.boolean().default(false),
   })
   .superRefine((c, ctx) => {
     const ids = c.regions.map((r) => r.id);
@@ -187,6 +206,21 @@ export const RegionConfigSchema = z
         path: ["leased", "durationMs"],
       });
     }
+    if (c.gossip.tls === undefined && !c.gossip.plaintext) {
+      ctx.addIssue({
+        code: "custom",
+        message:
+          "expected { cert, key, ca } (mutual TLS between regions), or gossip.plaintext: true to allow unencrypted gossip",
+        path: ["gossip", "tls"],
+      });
+    }
+    if (c.gossip.tls !== undefined && c.gossip.plaintext) {
+      ctx.addIssue({
+        code: "custom",
+        message: "plaintext: true contradicts gossip.tls; remove one",
+        path: ["gossip", "plaintext"],
+      });
+    }
     if (
       c.listen.port !== 0 &&
       c.listen.host === c.gossip.listen.host &&
@@ -211,7 +245,7 @@ export interface RegionConfig
   readonly keyHashSecret?: string;
   /** Refund receipts: the resolved HMAC key and the refund window. */
   readonly refund: { readonly secret: string; readonly windowMs: number };
-  /** `policiesFile` resolved against the config file's directory. */
+  /** `policiesFile` resolved against the config file's directory (so are `gossip.tls` paths). */
   readonly policiesPath: string;
   /** The file this came from (for error messages). */
   readonly file: string;
@@ -248,13 +282,27 @@ export function parseRegionConfig(raw: unknown, options: ParseOptions): RegionCo
     throw new ConfigError(options.file, problems);
   }
   const { keyHashSecret: _k, refund, ...rest } = c;
+  const baseDir = options.baseDir ?? process.cwd();
+  const tls = c.gossip.tls;
   return {
     ...rest,
+    gossip: {
+      ...c.gossip,
+      ...(tls !== undefined
+        ? {
+            tls: {
+              cert: resolve(baseDir, tls.cert),
+              key: resolve(baseDir, tls.key),
+              ca: resolve(baseDir, tls.ca),
+            },
+          }
+        : {}),
+    },
     sharedSecret,
     adminToken,
     refund: { secret: refundSecret ?? deriveRefundSecret(sharedSecret), windowMs: refund.windowMs },
     ...(keyHashSecret !== undefined ? { keyHashSecret } : {}),
-    policiesPath: resolve(options.baseDir ?? process.cwd(), c.policiesFile),
+    policiesPath: resolve(baseDir, c.policiesFile),
     file: options.file,
   };
 }

@@ -27,7 +27,7 @@ function good(): Record<string, unknown> {
       { id: "us-east", gossip: "127.0.0.1:7201" },
       { id: "eu-west", gossip: "127.0.0.1:7202" },
     ],
-    gossip: { listen: { host: "127.0.0.1", port: 7201 } },
+    gossip: { listen: { host: "127.0.0.1", port: 7201 }, plaintext: true },
     sharedSecret: "0123456789abcdef-secret",
     adminToken: "0123456789abcdef-admin",
   };
@@ -80,7 +80,11 @@ describe("region config", () => {
 
   it("names the file and the field path", () => {
     const raw = good();
-    raw.gossip = { listen: { host: "127.0.0.1", port: 7201 }, round: { minMs: 10, maxMs: 500 } };
+    raw.gossip = {
+      listen: { host: "127.0.0.1", port: 7201 },
+      round: { minMs: 10, maxMs: 500 },
+      plaintext: true,
+    };
     const err = errorOf(() => parseRegionConfig(raw, { file: "regions/us-east.json" }));
     expect(err.message).toBe("regions/us-east.json: gossip.round.minMs: expected number ≥ 50");
     expect(err.code).toBe("GQ_ERR_CONFIG_INVALID");

@@ -124,8 +124,10 @@ describe("Mesh", () => {
     const euToAp = eu!.mesh.peers().find((p) => p.id === "ap")!;
     expect(euToAp).toMatchObject({ framesIn: 1, framesOut: 1, bytesIn: 6, bytesOut: 6, connected: true });
     expect(euToAp.since).not.toBeNull();
-    expect(await metricValue(eu!.registry, "gq_transport_frames_in_total", { peer: "ap" })).toBe(1);
-    expect(await metricValue(eu!.registry, "gq_transport_link_up", { peer: "us" })).toBe(1);
+    expect(await metricValue(eu!.registry, "geoquota_transport_received_frames_total", { peer: "ap" })).toBe(
+      1,
+    );
+    expect(await metricValue(eu!.registry, "geoquota_transport_link_up", { peer: "us" })).toBe(1);
     expect(ap!.rec.failures).toEqual([]);
   });
 
@@ -149,10 +151,10 @@ describe("Mesh", () => {
       reason: { code: "GQ_ERR_AUTH", closeCode: 4001, by: "remote" },
     });
     expect(
-      await metricValue(a.registry, "gq_transport_handshake_failures_total", { reason: "auth" }),
+      await metricValue(a.registry, "geoquota_transport_handshake_failures_total", { reason: "auth" }),
     ).toBeGreaterThan(0);
     expect(
-      await metricValue(b.registry, "gq_transport_handshake_failures_total", { reason: "auth" }),
+      await metricValue(b.registry, "geoquota_transport_handshake_failures_total", { reason: "auth" }),
     ).toBeGreaterThan(0);
     expect([...a.rec.ups, ...b.rec.ups]).toEqual([]);
     expect(a.mesh.send("b", text("x"))).toBe(false);
@@ -205,7 +207,9 @@ describe("Mesh", () => {
       reason: { code: "GQ_ERR_UNKNOWN_PEER", by: "local" },
     });
     expect(
-      await metricValue(b.registry, "gq_transport_handshake_failures_total", { reason: "unknown_peer" }),
+      await metricValue(b.registry, "geoquota_transport_handshake_failures_total", {
+        reason: "unknown_peer",
+      }),
     ).toBeGreaterThan(0);
   });
 
@@ -304,7 +308,10 @@ describe("Mesh", () => {
     expect(rec.frames.map((f) => f.text)).toEqual(Array.from({ length: 10 }, (_, i) => `f${i}`));
     expect(b.peers()[0]!.drops.rate_limited).toBe(40);
     expect(
-      await metricValue(registry, "gq_transport_frames_dropped_total", { peer: "a", reason: "rate_limited" }),
+      await metricValue(registry, "geoquota_transport_dropped_frames_total", {
+        peer: "a",
+        reason: "rate_limited",
+      }),
     ).toBe(40);
     expect(b.isUp("a")).toBe(true);
   });

@@ -9,6 +9,7 @@ import {
   withPolicy,
 } from "@geoquota/config";
 import Fastify, {
+  LogController,
   type FastifyError,
   type FastifyInstance,
   type FastifyReply,
@@ -20,7 +21,8 @@ import { ERRORS, errorBody, LimiterError } from "./errors.js";
 import { decisionBody, rateLimitHeaders } from "./headers.js";
 import { validateKeyPart } from "./key-hygiene.js";
 import { type CheckResult, Limiter } from "./limiter.js";
-import { breakerStateValue, createMetrics } from "./metrics.js";
+import { ThrottledEvents } from "./log-events.js";
+import { breakerStateValue, createMetrics, OTHER_RESOURCE } from "./metrics.js";
 import {
   collectRoutes,
   openApiDocument,
@@ -76,6 +78,8 @@ export interface AppDeps {
   readonly ping?: () => Promise<unknown>;
   /** Fastify logger option; off by default (tests fail on stray output). main.ts passes pino options. */
   readonly logger?: boolean | Record<string, unknown>;
+  /** Log every request and response (two lines per check): off by default, the check route is the hot path. */
+  readonly logRequests?: boolean;
 }
 
 declare module "fastify" {
@@ -140,7 +144,13 @@ function toLimiterError(err: FastifyError): LimiterError {
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const registry = deps.registry ?? new Registry();
-  const metrics = createMetrics(registry);
+  // Late-bound: the limiter (and its policies) and the logger exist only below.
+  let limiterRef: Limiter | undefined;
+  let events: ThrottledEvents | undefined;
+  const metrics = createMetrics(registry, {
+    resourceLabel: (r) =>
+      limiterRef !== undefined && configuredResources(limiterRef.policies).has(r) ? r : OTHER_RESOURCE,
+  });
   metrics.breakerState.set(0);
   const limiter = new Limiter({
     store: deps.store,
@@ -149,12 +159,31 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     metrics,
     ...(deps.clock !== undefined ? { clock: deps.clock } : {}),
     ...(deps.ping !== undefined ? { ping: deps.ping } : {}),
+    onStoreError: (op, kind, err) =>
+      events?.emit(
+        "warn",
+        "redis_error",
+        `${op}:${kind}`,
+        { op, errorKind: kind, ...(err instanceof Error ? { error: err.message } : {}) },
+        "redis call failed",
+      ),
   });
+  limiterRef = limiter;
   const app = Fastify({
     logger: deps.logger ?? false,
     bodyLimit: BODY_BYTES_MAX,
+    logController: new LogController({ disableRequestLogging: deps.logRequests !== true }),
     // Keys of keyMaxLength (≤ 128) characters, URL-encoded (≤ 12 bytes each): not a 414.
     routerOptions: { maxParamLength: PARAM_CHARS_MAX },
+  });
+  events = new ThrottledEvents(app.log, 1000, deps.clock);
+  let breakerWas = limiter.breaker.state;
+  limiter.breaker.onStateChange((s) => {
+    const from = breakerWas;
+    breakerWas = s;
+    const fields = { event: "breaker_state", from, to: s };
+    if (s === "open") app.log.warn(fields, "redis breaker opened");
+    else app.log.info(fields, `redis breaker ${s === "closed" ? "closed" : "half-open"}`);
   });
   app.decorate("limiter", limiter);
   app.setValidatorCompiler(zodValidatorCompiler);
@@ -166,8 +195,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await limiter.leases.close();
   });
 
-  app.setErrorHandler((err: FastifyError, _req, reply) => {
+  app.setErrorHandler((err: FastifyError, req, reply) => {
     const e = toLimiterError(err);
+    if (e.statusCode >= 500) {
+      const route = req.routeOptions.url ?? "(no route)";
+      events?.emit(
+        "error",
+        "http_5xx",
+        `${e.statusCode} ${e.code} ${req.method} ${route}`,
+        { status: e.statusCode, code: e.code, method: req.method, route, err: e.cause ?? err },
+        "5xx response",
+      );
+    }
     return reply.code(e.statusCode).send(errorBody(e));
   });
   app.setNotFoundHandler((req, reply) => {
@@ -316,6 +355,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         throw new LimiterError("GQ_ERR_INVALID_POLICY", first, { field: first.slice(0, first.indexOf(":")) });
       }
       limiter.setPolicies(withPolicy(limiter.policies, tenant, resource, r.spec));
+      app.log.info({ event: "policy_changed", tenant, resource, spec: r.spec }, "policy changed");
       return { tenant, resource, ...r.spec };
     },
   );
@@ -355,6 +395,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const ok = await limiter.ready();
       if (!ok) {
         const e = new LimiterError("GQ_ERR_STORE_UNAVAILABLE");
+        events?.emit(
+          "warn",
+          "http_5xx",
+          "503 readyz",
+          { status: 503, code: e.code, route: "/readyz" },
+          "not ready",
+        );
         return reply.code(503).send({ ...errorBody(e), status: "not_ready", region: limiter.region });
       }
       return { status: "ready", region: limiter.region, breaker: limiter.breaker.state };
@@ -380,6 +427,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
 function receiptField(r: CheckResult): { refundReceipt?: string } {
   return r.refundReceipt !== undefined ? { refundReceipt: r.refundReceipt } : {};
+}
+
+const resourcesOf = new WeakMap<PolicySet, ReadonlySet<string>>();
+
+/** Resources named by a configured policy (the only values the `resource` metric label takes). */
+function configuredResources(p: PolicySet): ReadonlySet<string> {
+  let set = resourcesOf.get(p);
+  if (set === undefined) {
+    set = new Set([...p.entries.keys()].map((k) => k.slice(k.indexOf("|") + 1)));
+    resourcesOf.set(p, set);
+  }
+  return set;
 }
 
 /**

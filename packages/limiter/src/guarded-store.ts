@@ -20,7 +20,7 @@ export type StoreErrorKind = "timeout" | "error" | "breaker_open";
 
 export interface GuardedStoreOptions {
   readonly timeoutMs: number;
-  readonly onError?: (op: string, kind: StoreErrorKind) => void;
+  readonly onError?: (op: string, kind: StoreErrorKind, err?: unknown) => void;
   /**
    * Errors that mean misuse rather than an unhealthy store (a bad argument the
    * store refused): rethrown unchanged and not counted by the breaker, so a bug
@@ -79,7 +79,7 @@ export class GuardedStore implements RegionStore {
         throw err;
       }
       this.breaker.onResult(permit, false);
-      this.options.onError?.(op, "error");
+      this.options.onError?.(op, "error", err);
       throw new LimiterError("GQ_ERR_STORE_UNAVAILABLE", `store ${op} failed: ${(err as Error).message}`, {
         cause: err,
       });

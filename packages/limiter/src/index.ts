@@ -51,7 +51,6 @@ export {
   type StartRegionOptions,
   startRegionService,
 } from "./main.js";
-export { createMetrics, type LimiterMetrics } from "./metrics.js";
 export { RECEIPT_CHARS_MAX, type ReceiptClaims, ReceiptSigner } from "./receipts.js";
 export {
   collectRoutes,
@@ -63,6 +62,15 @@ export {
   withParser,
   zodValidatorCompiler,
 } from "./openapi.js";
+export {
+  type EventLevel,
+  type EventLogger,
+  LOG_LEVELS,
+  type LogLevel,
+  logLevelOf,
+  ThrottledEvents,
+} from "./log-events.js";
+export { createMetrics, type LimiterMetrics, type MetricsOptions, OTHER_RESOURCE } from "./metrics.js";
 export {
   geoquotaRateLimit,
   type KeySource,

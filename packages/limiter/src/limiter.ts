@@ -6,7 +6,7 @@ import { CircuitBreaker } from "./breaker.js";
 import { type MonotonicClock, monotonicNow } from "./clock.js";
 import { isStoreUnavailable, LimiterError } from "./errors.js";
 import { type FailOpenBound, FailOpenBuckets } from "./fail-open.js";
-import { GuardedStore } from "./guarded-store.js";
+import { GuardedStore, type StoreErrorKind } from "./guarded-store.js";
 import { RedisStoreError } from "./redis/errors.js";
 import { hashKey, keyHashSecretOf, storedKeyPart } from "./key-hygiene.js";
 import { LeasePool } from "./lease-pool.js";
@@ -82,6 +82,8 @@ export interface LimiterDeps {
   readonly clock?: MonotonicClock;
   /** Readiness probe (e.g. Redis PING); default: the store's `ping`, else an `inspect`. */
   readonly ping?: () => Promise<unknown>;
+  /** Every failed store call (after the timeout/breaker verdict), e.g. for logging. */
+  readonly onStoreError?: (op: string, kind: StoreErrorKind, err?: unknown) => void;
 }
 
 const finiteOr = (x: number, fallback: number) => (Number.isFinite(x) ? x : fallback);
@@ -115,7 +117,10 @@ export class Limiter {
     });
     this.store = new GuardedStore(deps.store, this.breaker, {
       timeoutMs: deps.config.redis.timeoutMs,
-      onError: (op, kind) => this.metrics?.storeErrors.inc({ op, kind }),
+      onError: (op, kind, err) => {
+        this.metrics?.storeErrors.inc({ op, kind });
+        deps.onStoreError?.(op, kind, err);
+      },
       isMisuse: (err) => err instanceof RedisStoreError,
     });
     const l = deps.config.leased;

@@ -4,7 +4,9 @@
 import { loadPolicies, loadRegionConfig, type PolicySet, type RegionConfig } from "@geoquota/config";
 import type { FastifyInstance } from "fastify";
 import { Cluster, Redis } from "ioredis";
+import { collectDefaultMetrics, Registry } from "prom-client";
 import { type AppConfig, buildApp } from "./app.js";
+import { logLevelOf } from "./log-events.js";
 import type { Limiter } from "./limiter.js";
 import {
   checkRedisSetup,
@@ -36,6 +38,10 @@ export interface StartRegionOptions {
   readonly port?: number;
   /** Fastify/pino logger options; off by default. */
   readonly logger?: boolean | Record<string, unknown>;
+  /** Log every request/response (config `logRequests`); off by default. */
+  readonly logRequests?: boolean;
+  /** Metrics registry; by default a fresh one with prom-client's process metrics. */
+  readonly registry?: Registry;
   /**
    * The Redis provably never held geoquota state (a fresh demo/test cluster):
    * mark the incarnation as born at 0 so the region does not start in recovery.
@@ -129,10 +135,17 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
       },
     });
   }
+  let registry = options.registry;
+  if (registry === undefined) {
+    registry = new Registry();
+    collectDefaultMetrics({ register: registry });
+  }
   const app = await buildApp({
     store,
     config,
     policies: options.policies,
+    registry,
+    ...(options.logRequests !== undefined ? { logRequests: options.logRequests } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
     ...(ping !== undefined ? { ping } : {}),
   });
@@ -182,7 +195,8 @@ export interface RunRegionOptions {
 
 /** Loads `regions/<id>.json` and its policies file, connects the region's Redis, listens. */
 export async function runRegion(configPath: string, options: RunRegionOptions = {}): Promise<RegionService> {
-  const config = loadRegionConfig(configPath, options.env ?? process.env);
+  const env = options.env ?? process.env;
+  const config = loadRegionConfig(configPath, env);
   const policies = loadPolicies(
     config.policiesPath,
     config.regions.map((r) => r.id),
@@ -190,7 +204,8 @@ export async function runRegion(configPath: string, options: RunRegionOptions = 
   const service = await startRegionService({
     config,
     policies,
-    logger: options.logger ?? { level: "info", base: { region: config.region } },
+    logger: options.logger ?? { level: logLevelOf(config.logLevel, env), base: { region: config.region } },
+    logRequests: config.logRequests,
     ...(options.fresh !== undefined ? { fresh: options.fresh } : {}),
   });
   if (options.handleSignals ?? true) {

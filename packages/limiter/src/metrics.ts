@@ -1,16 +1,35 @@
 // Prometheus metrics of one limiter process. Label values are bounded: result
-// and source are enums, key class is the policy's tenant (explicit policies
-// only, else "default"), so arbitrary tenants never create series.
+// and source are enums; key class is the policy's tenant (explicit policies
+// only, else "default") and resource is a resource named by a configured
+// policy (else "other"), so request bodies never create series.
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { BreakerState } from "./breaker.js";
+import { SHARE_UNITS } from "./types.js";
+
+/** The `resource` label of anything no configured policy names. */
+export const OTHER_RESOURCE = "other";
+
+/** The share gauge: takes a share in ppm (as decisions carry it), exports a ratio. */
+export interface ShareGauge {
+  set(labels: { readonly key_class: string; readonly resource: string }, sharePpm: number): void;
+}
 
 export interface LimiterMetrics {
   readonly decisions: Counter<"result" | "source">;
   readonly latency: Histogram<"source">;
   readonly storeErrors: Counter<"op" | "kind">;
   readonly breakerState: Gauge;
-  readonly share: Gauge<"key_class" | "resource">;
+  readonly share: ShareGauge;
   readonly leasedTokens: Gauge;
+}
+
+export interface MetricsOptions {
+  /**
+   * Maps a resource to its label value. main/app pass "the resource if a
+   * configured policy names it, else `other`"; the default maps everything
+   * to `other` (never the raw value).
+   */
+  readonly resourceLabel?: (resource: string) => string;
 }
 
 const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
@@ -19,8 +38,15 @@ export function breakerStateValue(s: BreakerState): number {
   return BREAKER_VALUE[s];
 }
 
-export function createMetrics(registry: Registry): LimiterMetrics {
+export function createMetrics(registry: Registry, options: MetricsOptions = {}): LimiterMetrics {
   const registers = [registry];
+  const resourceLabel = options.resourceLabel ?? (() => OTHER_RESOURCE);
+  const share = new Gauge({
+    name: "geoquota_share_ratio",
+    help: "Share of the global limit (0..1) this region used for its last decision, by key class and configured resource",
+    labelNames: ["key_class", "resource"] as const,
+    registers,
+  });
   return {
     decisions: new Counter({
       name: "geoquota_decisions_total",
@@ -46,12 +72,14 @@ export function createMetrics(registry: Registry): LimiterMetrics {
       help: "Circuit breaker around the store: 0 closed, 1 half-open, 2 open",
       registers,
     }),
-    share: new Gauge({
-      name: "geoquota_share_ppm",
-      help: "Share (ppm of 1e6) this region used for its last decision, by key class and resource",
-      labelNames: ["key_class", "resource"] as const,
-      registers,
-    }),
+    share: {
+      set(labels, sharePpm) {
+        share.set(
+          { key_class: labels.key_class, resource: resourceLabel(labels.resource) },
+          sharePpm / SHARE_UNITS,
+        );
+      },
+    },
     leasedTokens: new Gauge({
       name: "geoquota_leased_keys",
       help: "Keys holding in-process leases",

@@ -274,9 +274,9 @@ describe("refund, quotas, health, metrics", () => {
     expect(text).toContain('geoquota_redis_errors_total{op="check",kind="error"} 1');
     expect(text).toContain("geoquota_breaker_state 0");
     expect(text).toContain(
-      'geoquota_share_ppm{key_class="cust_ent_9942",resource="payments_checkout"} 333333',
+      'geoquota_share_ratio{key_class="cust_ent_9942",resource="payments_checkout"} 0.333333',
     );
-    expect(text).toContain('geoquota_share_ppm{key_class="default",resource="payments_checkout"} 333333');
+    expect(text).toContain('geoquota_share_ratio{key_class="default",resource="payments_checkout"} 0.333333');
   });
 });
 

@@ -185,6 +185,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
           http: { host: "127.0.0.1", port: ports[i]!.gossipHttp },
           // Loopback links: redial fast so a healed link is back within a round.
           reconnect: { baseMs: 50, capMs: 500 },
+          // A local cluster's links never leave 127.0.0.1: plaintext, said
+          // explicitly (the config requires TLS otherwise). Overrides that
+          // configure gossip.tls turn this off below.
+          plaintext: true,
           // The limiter's Redis link may be proxied (and cut); the daemon's is direct.
           ...(redisTarget.has(id) ? { redisUrl: redis[i]!.url } : {}),
         },
@@ -196,6 +200,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         deepMerge(base, options.configOverrides ?? {}),
         options.regionOverrides?.[id] ?? {},
       );
+      const mergedGossip = merged.gossip as Record<string, unknown>;
+      if (mergedGossip.tls !== undefined) delete mergedGossip.plaintext;
       const configPath = join(dir, `${id}.json`);
       writeFileSync(configPath, `${JSON.stringify(merged, null, 2)}\n`);
       regions.push({

@@ -1,15 +1,24 @@
 // `geoquota gossip --config F`: one region's daemon as a process. Wires the
 // region config to the Redis store, the WebSocket mesh and a small HTTP
 // server for /healthz, /readyz, /metrics and /v1/status.
+import { accessSync, constants } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { loadPolicies, loadRegionConfig, type RegionConfig, resolvePolicy } from "@geoquota/config";
-import { checkRedisSetup } from "@geoquota/limiter";
+import {
+  ConfigError,
+  loadPolicies,
+  loadRegionConfig,
+  type PolicySet,
+  type RegionConfig,
+  resolvePolicy,
+} from "@geoquota/config";
+import { checkRedisSetup, logLevelOf, ThrottledEvents } from "@geoquota/limiter";
 import { Cluster, Redis } from "ioredis";
 import pino from "pino";
-import { Registry } from "prom-client";
+import { collectDefaultMetrics, Registry } from "prom-client";
 import { Mesh } from "../transport/index.js";
 import { GossipDaemon, type PolicyResolver } from "./daemon.js";
 import { createDaemonMetrics } from "./metrics.js";
+import { watchRecovery } from "./recovery.js";
 import { createRedisDaemonStore } from "./redis-port.js";
 
 export interface RunningGossip {
@@ -19,9 +28,76 @@ export interface RunningGossip {
   close(): Promise<void>;
 }
 
-export function policyResolver(config: RegionConfig): PolicyResolver {
+/**
+ * The daemon's Redis connection options from its URL. A standalone client
+ * reads credentials, TLS (`rediss://`) and the database from the URL itself;
+ * a Cluster client is given seed nodes only, so the URL's username, password
+ * and TLS must be copied into the options every node connection uses.
+ */
+export interface DaemonNodeOptions {
+  maxRetriesPerRequest: number;
+  enableAutoPipelining: boolean;
+  username?: string;
+  password?: string;
+  tls?: { servername: string };
+}
+
+export function daemonRedisOptions(
+  url: string,
+  cluster: boolean,
+):
+  | { readonly cluster: false; readonly url: string; readonly options: DaemonNodeOptions }
+  | {
+      readonly cluster: true;
+      readonly nodes: { host: string; port: number }[];
+      readonly options: { redisOptions: DaemonNodeOptions };
+    } {
+  const redisOptions: DaemonNodeOptions = { maxRetriesPerRequest: 1, enableAutoPipelining: false };
+  if (!cluster) return { cluster: false, url, options: redisOptions };
+  const u = new URL(url);
+  return {
+    cluster: true,
+    nodes: [{ host: u.hostname, port: Number(u.port || 6379) }],
+    options: {
+      redisOptions: {
+        ...redisOptions,
+        ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
+        ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+        ...(u.protocol === "rediss:" ? { tls: { servername: u.hostname } } : {}),
+      },
+    },
+  };
+}
+
+/**
+ * TLS material for the mesh, checked readable here so a bad path is an error
+ * naming the config field rather than a bare ENOENT from the transport.
+ */
+function meshTls(config: RegionConfig): { keyPath: string; certPath: string; caPath: string } | undefined {
+  const tls = config.gossip.tls;
+  if (tls === undefined) return undefined;
+  const problems: string[] = [];
+  for (const field of ["cert", "key", "ca"] as const) {
+    try {
+      accessSync(tls[field], constants.R_OK);
+    } catch (err) {
+      problems.push(
+        `gossip.tls.${field}: cannot read ${tls[field]}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(config.file, problems);
+  return { keyPath: tls.key, certPath: tls.cert, caPath: tls.ca };
+}
+
+/** `tenant|resource` keys named exactly by a configured policy: the only ones exported as metric labels. */
+function explicitKeys(policies: PolicySet): (key: string) => boolean {
+  return (key) => policies.entries.has(key);
+}
+
+export function policyResolver(config: RegionConfig, loaded?: PolicySet): PolicyResolver {
   const ids = config.regions.map((r) => r.id);
-  const policies = loadPolicies(config.policiesPath, ids);
+  const policies = loaded ?? loadPolicies(config.policiesPath, ids);
   const cache = new Map<string, ReturnType<PolicyResolver["resolve"]>>();
   return {
     resolve(tenant, resource) {
@@ -63,16 +139,21 @@ export async function startGossip(
   options: { httpPort?: number; httpHost?: string; logger?: pino.Logger } = {},
 ): Promise<RunningGossip> {
   const log = options.logger ?? pino({ level: "silent" });
+  const events = new ThrottledEvents(log);
+  const tls = meshTls(config);
+  const policies = loadPolicies(
+    config.policiesPath,
+    config.regions.map((r) => r.id),
+  );
   const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
   const url = config.gossip.redisUrl ?? config.redis.url;
-  const redisOptions = { maxRetriesPerRequest: 1, enableAutoPipelining: false };
   // With redis.cluster the URL is one seed node; every script touches one slot.
-  const redis = config.redis.cluster
-    ? new Cluster([{ host: new URL(url).hostname, port: Number(new URL(url).port || 6379) }], {
-        redisOptions,
-      })
-    : new Redis(url, redisOptions);
-  redis.on("error", (err) => log.warn({ err: err.message }, "redis error"));
+  const ro = daemonRedisOptions(url, config.redis.cluster);
+  const redis = ro.cluster ? new Cluster(ro.nodes, ro.options) : new Redis(ro.url, ro.options);
+  redis.on("error", (err: Error) =>
+    events.emit("warn", "redis_error", "connection", { op: "connection", error: err.message }, "redis error"),
+  );
   // DESIGN §4: refuse an evicting Redis (or undeclared replicas) at start;
   // watch the primary's replication id (a failover to a replica that may have
   // missed writes puts the region into recovery); grants and returns leave
@@ -85,7 +166,8 @@ export async function startGossip(
     store = await createRedisDaemonStore(redis, config, {
       primaryCheckMs: config.redis.primaryCheckMs,
       replicas: config.redis.replicas,
-      onError: (where, err) => log.warn({ where, err: (err as Error).message }, "daemon error"),
+      onError: (where, err) =>
+        events.emit("warn", "daemon_error", where, { where, error: (err as Error).message }, "daemon error"),
     });
   } catch (err) {
     redis.disconnect();
@@ -93,12 +175,14 @@ export async function startGossip(
   }
   const peers = config.regions.filter((r) => r.id !== config.region);
   let daemon: GossipDaemon | undefined;
+  const metrics = createDaemonMetrics(registry, { exportKey: explicitKeys(policies) });
   const mesh = new Mesh(
     {
       self: config.region,
       listen: config.gossip.listen,
-      peers: peers.map((p) => ({ id: p.id, url: `ws://${p.gossip}` })),
+      peers: peers.map((p) => ({ id: p.id, url: `${tls ? "wss" : "ws"}://${p.gossip}` })),
       secret: config.sharedSecret,
+      ...(tls ? { tls } : {}),
       frameBytesMax: config.gossip.frameBytesMax,
       reconnect: config.gossip.reconnect,
       heartbeatMs: config.gossip.heartbeatMs,
@@ -108,11 +192,22 @@ export async function startGossip(
       handlers: {
         onFrame: (peer, bytes) => daemon?.onFrame(peer, bytes),
         onPeerUp: (peer) => {
-          log.info({ peer }, "peer up");
+          log.info({ event: "gossip_link_up", peer, tls: tls !== undefined }, "gossip link up");
           daemon?.peerUp(peer);
         },
-        onPeerDown: (peer, reason) => log.info({ peer, reason }, "peer down"),
-        onHandshakeFailure: (peer, reason) => log.warn({ peer, reason }, "handshake failed"),
+        onPeerDown: (peer, reason) =>
+          log.warn(
+            { event: "gossip_link_down", peer, code: reason.code, by: reason.by, detail: reason.detail },
+            "gossip link down",
+          ),
+        onHandshakeFailure: (peer, reason) =>
+          events.emit(
+            "warn",
+            "gossip_handshake_failed",
+            `${peer ?? "unknown"} ${reason.code}`,
+            { peer: peer ?? null, code: reason.code, by: reason.by, detail: reason.detail },
+            "gossip handshake failed",
+          ),
       },
       logger: log,
     },
@@ -127,13 +222,41 @@ export async function startGossip(
     {
       store,
       link: mesh,
-      policies: policyResolver(config),
-      metrics: createDaemonMetrics(registry),
-      onError: (where, err) => log.warn({ where, err: (err as Error).message }, "daemon error"),
+      policies: policyResolver(config, policies),
+      metrics,
+      // `where` is "<step> <key>": throttle per step, not per key.
+      onError: (where, err) =>
+        events.emit(
+          "warn",
+          "daemon_error",
+          where.split(" ")[0] ?? where,
+          { where, error: (err as Error).message },
+          "daemon error",
+        ),
     },
+  );
+  const recovery = watchRecovery(
+    redis,
+    config.lease,
+    1000,
+    (now, before) => {
+      metrics.recovering.set(now.recovering ? 1 : 0);
+      const fields = { shards: now.shards, untilUs: now.untilUs };
+      if (now.recovering) log.warn({ event: "recovery_started", ...fields }, "region in recovery");
+      else if (before !== undefined) log.info({ event: "recovery_ended" }, "region recovery ended");
+    },
+    (err) =>
+      events.emit(
+        "warn",
+        "redis_error",
+        "recovery",
+        { op: "recovery", error: (err as Error).message },
+        "redis error",
+      ),
   );
   await mesh.start();
   daemon.start();
+  // First reading after one interval: startup is busy enough (and markers may not exist yet).
   const running = daemon;
   const server: Server = createServer((req, res) => {
     const send = (status: number, body: string, type = "application/json") => {
@@ -169,6 +292,7 @@ export async function startGossip(
     httpPort,
     async close() {
       await new Promise<void>((r) => server.close(() => r()));
+      recovery.stop();
       await running.stop();
       await mesh.stop();
       await store.close();
@@ -180,7 +304,7 @@ export async function startGossip(
 /** The process entry: runs until SIGINT/SIGTERM. */
 export async function runGossip(configPath: string): Promise<void> {
   const config = loadRegionConfig(configPath);
-  const log = pino({ name: `gossip:${config.region}` });
+  const log = pino({ name: `gossip:${config.region}`, level: logLevelOf(config.logLevel, process.env) });
   const http = config.gossip.http;
   const running = await startGossip(config, {
     logger: log,

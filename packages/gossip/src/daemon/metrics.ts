@@ -1,5 +1,12 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
+const SHARE_UNITS = 1_000_000;
+
+/** The target-share gauge: takes ppm (as the policy computes it), exports a ratio; unconfigured keys are not exported. */
+export interface TargetShareGauge {
+  set(labels: { readonly key: string; readonly region: string }, sharePpm: number): void;
+}
+
 /** The daemon's own metrics (the transport registers its link metrics separately). */
 export interface DaemonMetrics {
   roundDuration: Histogram<string>;
@@ -11,38 +18,56 @@ export interface DaemonMetrics {
   lag: Gauge<"peer">;
   loans: Counter<"event">;
   conflicts: Counter<string>;
-  share: Gauge<"key" | "region">;
+  share: TargetShareGauge;
+  /** 1 while some shard of this region's Redis is in recovery (DESIGN §4). */
+  recovering: Gauge<string>;
 }
 
-export function createDaemonMetrics(registry: Registry): DaemonMetrics {
+export interface DaemonMetricsOptions {
+  /**
+   * Whether a key (`tenant|resource`) may appear as a label: main passes "a
+   * configured policy names exactly this tenant and resource". Default: none,
+   * so tenants seen on the wire never create series.
+   */
+  readonly exportKey?: (key: string) => boolean;
+}
+
+export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOptions = {}): DaemonMetrics {
   const registers = [registry];
+  const exportKey = options.exportKey ?? (() => false);
+  const share = new Gauge({
+    name: "geoquota_gossip_target_share_ratio",
+    help: "Target share (0..1) per region for keys with an explicit policy",
+    labelNames: ["key", "region"],
+    registers,
+  });
   return {
     roundDuration: new Histogram({
-      name: "geoquota_gossip_round_seconds",
+      name: "geoquota_gossip_round_duration_seconds",
       help: "Duration of one gossip round (local reads, policy, shipping)",
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
       registers,
     }),
     bytesIn: new Counter({
-      name: "geoquota_gossip_bytes_in_total",
+      name: "geoquota_gossip_received_bytes_total",
       help: "Frame bytes received",
       labelNames: ["peer"],
       registers,
     }),
     bytesOut: new Counter({
-      name: "geoquota_gossip_bytes_out_total",
+      name: "geoquota_gossip_sent_bytes_total",
       help: "Frame bytes sent",
       labelNames: ["peer"],
       registers,
     }),
     framesIn: new Counter({
-      name: "geoquota_gossip_frames_in_total",
+      name: "geoquota_gossip_received_frames_total",
       help: "Valid frames received",
       labelNames: ["peer", "kind"],
       registers,
     }),
     framesOut: new Counter({
-      name: "geoquota_gossip_frames_out_total",
+      name: "geoquota_gossip_sent_frames_total",
       help: "Frames sent",
       labelNames: ["peer", "kind"],
       registers,
@@ -70,10 +95,15 @@ export function createDaemonMetrics(registry: Registry): DaemonMetrics {
       help: "Equal-seq loan conflicts met while merging",
       registers,
     }),
-    share: new Gauge({
-      name: "geoquota_gossip_target_share_ppm",
-      help: "Target share per region for sampled keys, ppm",
-      labelNames: ["key", "region"],
+    share: {
+      set(labels, sharePpm) {
+        if (exportKey(labels.key))
+          share.set({ key: labels.key, region: labels.region }, sharePpm / SHARE_UNITS);
+      },
+    },
+    recovering: new Gauge({
+      name: "geoquota_region_recovering",
+      help: "1 while some shard of this region's Redis is in recovery (incarnation younger than D + 2ε)",
       registers,
     }),
   };

@@ -11,7 +11,7 @@ export function testConfig(patch: Record<string, unknown> = {}): RegionConfig {
       listen: { host: "127.0.0.1", port: 0 },
       redis: { url: "redis://127.0.0.1:1", timeoutMs: 50 },
       regions: REGION_IDS.map((id, i) => ({ id, gossip: `127.0.0.1:${7301 + i}` })),
-      gossip: { listen: { host: "127.0.0.1", port: 7301 } },
+      gossip: { listen: { host: "127.0.0.1", port: 7301 }, plaintext: true },
       sharedSecret: "test-shared-secret-0123456789",
       adminToken: ADMIN_TOKEN,
       ...patch,

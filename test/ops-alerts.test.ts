@@ -1,0 +1,140 @@
+// ops/alerts.yml and ops/grafana-dashboard.json against the real processes:
+// promtool validates the rules and runs their unit tests (ops/alerts.test.yml),
+// and every metric an alert or a panel queries is one a running limiter or
+// gossip daemon exports (read from their /metrics, HELP/TYPE lines included).
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadPolicies, loadRegionConfig } from "@geoquota/config";
+import { startGossip } from "@geoquota/gossip";
+import { startRegionService } from "@geoquota/limiter";
+import { freePort, type RedisServer, startRedis } from "@geoquota/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const ops = join(root, "ops");
+
+/** Metric names a query refers to (ours and prom-client's process metrics). */
+function metricNames(expr: string): string[] {
+  return [...expr.matchAll(/\b(?:geoquota|process|nodejs)_[a-z0-9_]+\b/g)].map((m) => m[0]);
+}
+
+/** Sample names a /metrics text can carry: every `# TYPE` name, histograms with their series suffixes. */
+function exportedNames(text: string): Set<string> {
+  const out = new Set<string>();
+  for (const m of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+    const [, name, type] = m as unknown as [string, string, string];
+    out.add(name);
+    if (type === "histogram") for (const s of ["_bucket", "_sum", "_count"]) out.add(name + s);
+    if (type === "summary") for (const s of ["_sum", "_count"]) out.add(name + s);
+  }
+  return out;
+}
+
+describe("ops/alerts.yml", () => {
+  // Installed by scripts/bootstrap.sh (Debian package prometheus).
+  const promtool = "promtool";
+
+  it("promtool check rules passes", () => {
+    const out = execFileSync(promtool, ["check", "rules", join(ops, "alerts.yml")], { encoding: "utf8" });
+    expect(out).toContain("SUCCESS: 7 rules found");
+  });
+
+  it("promtool test rules passes (link down > 1 min, breaker open)", () => {
+    const out = execFileSync(promtool, ["test", "rules", join(ops, "alerts.test.yml")], { encoding: "utf8" });
+    expect(out).toContain("SUCCESS");
+  });
+
+  it("covers breaker open, link down, replication lag, bad frames, recovery stuck, overshoot margin", () => {
+    const rules = (
+      parse(readFileSync(join(ops, "alerts.yml"), "utf8")) as {
+        groups: { rules: { alert: string; expr: string }[] }[];
+      }
+    ).groups.flatMap((g) => g.rules);
+    const byName = new Map(rules.map((r) => [r.alert, r.expr]));
+    const uses: [string, string][] = [
+      ["GeoquotaBreakerOpen", "geoquota_breaker_state"],
+      ["GeoquotaGossipLinkDown", "geoquota_transport_link_up"],
+      ["GeoquotaReplicationLagHigh", "geoquota_gossip_replication_lag_seconds"],
+      ["GeoquotaBadFrames", "geoquota_gossip_bad_frames_total"],
+      ["GeoquotaRecoveryStuck", "geoquota_region_recovering"],
+      ["GeoquotaOvershootMarginUsed", "geoquota_decisions_total"],
+    ];
+    for (const [alert, metric] of uses) expect(byName.get(alert)).toContain(metric);
+  });
+});
+
+describe("every metric the alerts and the dashboard query is exported", () => {
+  let redis: RedisServer;
+  let dir = "";
+  const exported = new Set<string>();
+  const closers: (() => Promise<void>)[] = [];
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    dir = mkdtempSync(join(tmpdir(), "gq-ops-"));
+    const file = join(dir, "solo.json");
+    const gossipPort = await freePort();
+    writeFileSync(
+      file,
+      JSON.stringify({
+        region: "solo",
+        listen: { host: "127.0.0.1", port: 0 },
+        redis: { url: redis.url },
+        regions: [{ id: "solo", gossip: `127.0.0.1:${gossipPort}` }],
+        gossip: { listen: { host: "127.0.0.1", port: gossipPort }, plaintext: true },
+        sharedSecret: "ops-test-shared-secret",
+        adminToken: "ops-test-admin-token-0",
+        policiesFile: join(root, "regions/policies.json"),
+      }),
+    );
+    const config = loadRegionConfig(file, {});
+    const limiter = await startRegionService({
+      config,
+      policies: loadPolicies(config.policiesPath, ["solo"]),
+      port: 0,
+    });
+    closers.push(() => limiter.close());
+    const daemon = await startGossip(config);
+    closers.push(() => daemon.close());
+    for (const url of [`${limiter.url}/metrics`, `http://127.0.0.1:${daemon.httpPort}/metrics`]) {
+      const res = await fetch(url);
+      expect(res.status).toBe(200);
+      for (const n of exportedNames(await res.text())) exported.add(n);
+    }
+  });
+
+  afterAll(async () => {
+    for (const c of closers.reverse()) await c().catch(() => {});
+    await redis?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("alerts.yml", () => {
+    const rules = (
+      parse(readFileSync(join(ops, "alerts.yml"), "utf8")) as {
+        groups: { rules: { expr: string }[] }[];
+      }
+    ).groups.flatMap((g) => g.rules);
+    const used = rules.flatMap((r) => metricNames(r.expr));
+    expect(used.length).toBeGreaterThan(0);
+    expect(used.filter((n) => !exported.has(n))).toEqual([]);
+  });
+
+  it("grafana-dashboard.json", () => {
+    const dash = JSON.parse(readFileSync(join(ops, "grafana-dashboard.json"), "utf8")) as {
+      panels: { targets?: { expr: string }[] }[];
+      templating: { list: { definition?: string }[] };
+    };
+    const exprs = [
+      ...dash.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr)),
+      ...dash.templating.list.flatMap((v) => (v.definition ? [v.definition] : [])),
+    ];
+    const used = exprs.flatMap(metricNames);
+    expect(new Set(used).size).toBeGreaterThan(20);
+    expect(used.filter((n) => !exported.has(n))).toEqual([]);
+  });
+});
