@@ -381,6 +381,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
         round: { minMs: opts.roundMinUs / 1000, maxMs: opts.roundMaxUs / 1000 },
         digestEveryRounds: opts.fullSyncEveryRounds,
         digestBuckets: 1,
+        reweighting: opts.reweighting,
       },
       {
         store,
@@ -480,7 +481,10 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
           id,
           tokens: r.granted,
           used: 0,
-          stopAtUs: sentUs + durationUs - opts.clients.marginUs,
+          stopAtUs:
+            (opts.bugs.leaseFromReceipt === true ? clock.nowUs() : sentUs) +
+            durationUs -
+            opts.clients.marginUs,
           expiryLocalUs: r.expiryUs,
         };
       });

@@ -40,6 +40,7 @@ export const DEFAULT_MODEL_OPTIONS: Omit<ModelOptions, "seed"> = {
     closeEveryUs: 0,
     marginUs: 0,
   },
+  reweighting: true,
   policyRule: { growAfterUs: 3_500_000 },
   known: {},
   bugs: {},
@@ -90,8 +91,21 @@ export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, 
     policyRule: { growAfterUs: loanDurationUs + 2 * epsilonUs },
   };
   const known = overrides.known ?? {};
-  const faults =
+  let faults =
     known.waitFailures === true ? base.faults : { ...base.faults, waitFailRate: 0, replicaStalls: 0 };
-  const clients = known.leasedClients === true ? base.clients : { ...base.clients, perRegionMax: 0 };
-  return { ...base, faults, clients, known, ...overrides, seed };
+  let clients = base.clients;
+  let reweighting = true;
+  // A quarter of the seeds run leased clients on static slices, where today's
+  // code keeps them safe; anywhere shares move they are a known violation.
+  const staticSlices = rng.chance(0.25);
+  if (known.leasedClients !== true) {
+    if (staticSlices) {
+      reweighting = false;
+      clients = { ...clients, perRegionMax: Math.max(1, clients.perRegionMax) };
+      faults = { ...faults, failovers: 0, stateLosses: 0 };
+    } else {
+      clients = { ...clients, perRegionMax: 0 };
+    }
+  }
+  return { ...base, faults, clients, reweighting, known, ...overrides, seed };
 }

@@ -10,6 +10,8 @@ export interface PlantedBugs {
   readonly skipRecovery?: boolean;
   /** (d) trap 1: lazy refill credits the share in force at `now` over the whole interval. */
   readonly coarseRefill?: boolean;
+  /** (e) trap 6: the leased client times its lease from the reply instead of from the send. */
+  readonly leaseFromReceipt?: boolean;
 }
 
 export interface FaultOptions {
@@ -83,9 +85,12 @@ export interface KnownViolations {
    */
   readonly waitFailures?: boolean;
   /**
-   * In-process leased clients (`clients.perRegionMax`): the share backing
-   * outstanding leases is not pinned (lending, early return, lapse, recovery),
-   * so leased tokens outlive a share decrease (issue 12 #1).
+   * In-process leased clients (`clients.perRegionMax`) wherever shares move:
+   * re-weighting, failovers, state losses. The share backing outstanding
+   * leases is not pinned (lending, early return, lapse), and a failover or a
+   * state loss forgets leases the clients keep spending (issue 12 #1 and the
+   * recovery hole of DESIGN §4). Off: clients run only in the quarter of the
+   * seeds with static slices and neither failovers nor state losses.
    */
   readonly leasedClients?: boolean;
   /**
@@ -141,6 +146,8 @@ export interface ModelOptions {
   readonly demand: DemandMode;
   readonly faults: FaultOptions;
   readonly clients: ClientOptions;
+  /** False: daemons never lend or borrow (static slices; DaemonOptions.reweighting). */
+  readonly reweighting: boolean;
   readonly policyRule: PolicyChangeRule;
   readonly known: KnownViolations;
   readonly bugs: PlantedBugs;
