@@ -83,6 +83,8 @@ describe("utilization and re-weighting (production daemon)", () => {
           // Whole tokens: a small C at a low r measures granularity, not re-weighting.
           refillPerSecond: 100,
           capacity: 50,
+          reweighting: true,
+          clients: DEFAULT_MODEL_OPTIONS.clients,
           faults: QUIET,
           demand: { kind: "hot", ratio: 2 },
           durationUs: 14_000_000,
@@ -100,6 +102,8 @@ describe("utilization and re-weighting (production daemon)", () => {
           regions: 3,
           refillPerSecond: 100,
           capacity: 50,
+          reweighting: true,
+          clients: DEFAULT_MODEL_OPTIONS.clients,
           faults: QUIET,
           demand: { kind: "hot", ratio: 2, shiftAtUs: 8_000_000 },
           durationUs: 16_000_000,
