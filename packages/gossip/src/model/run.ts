@@ -151,7 +151,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     const policy: KeyPolicy = {
       tenant: MODEL_TENANT,
       resource: MODEL_RESOURCE,
-      limit: { algorithm: "token_bucket", capacity: spec.capacity, refillPerSecond: spec.refillPerSecond },
+      limit: { algorithm: opts.algorithm, capacity: spec.capacity, refillPerSecond: spec.refillPerSecond },
       baseShare: spec.bases[index] ?? 0,
       floorShare: opts.floorPpm,
     };
@@ -180,6 +180,9 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     };
   });
   const anyClients = nodes.some((x) => x.clients.length > 0);
+  if (anyClients && opts.algorithm !== "token_bucket") {
+    throw new RangeError(`leased clients need the token bucket, not ${opts.algorithm}`);
+  }
   const localNow = (node: Node): number => clock.nowUs() + EPOCH_US + node.offsetUs;
   const realOf = (node: Node, localUs: number): number => localUs - EPOCH_US - node.offsetUs;
 

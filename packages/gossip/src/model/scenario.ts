@@ -4,6 +4,7 @@ import type { ModelOptions } from "./types.js";
 
 export const DEFAULT_MODEL_OPTIONS: Omit<ModelOptions, "seed"> = {
   regions: 3,
+  algorithm: "token_bucket",
   capacity: 40,
   refillPerSecond: 100,
   floorPpm: 20_000,
@@ -107,5 +108,7 @@ export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, 
       clients = { ...clients, perRegionMax: 0 };
     }
   }
-  return { ...base, faults, clients, reweighting, known, ...overrides, seed };
+  // GCRA (the other rate algorithm) on a quarter of the seeds without clients.
+  const algorithm = clients.perRegionMax === 0 && rng.chance(0.25) ? "gcra" : "token_bucket";
+  return { ...base, algorithm, faults, clients, reweighting, known, ...overrides, seed };
 }

@@ -128,6 +128,8 @@ export type DemandMode =
 export interface ModelOptions {
   readonly seed: number;
   readonly regions: number;
+  /** The key's rate algorithm (leases are token-bucket only: clients need "token_bucket"). */
+  readonly algorithm: "token_bucket" | "gcra";
   readonly capacity: number;
   readonly refillPerSecond: number;
   readonly floorPpm: number;
