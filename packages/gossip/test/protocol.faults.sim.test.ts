@@ -36,4 +36,4 @@ describe("whole protocol, harsh faults", () => {
   }, 600_000);
 });
 
-const HARSH_SEEDS = 60;
+const HARSH_SEEDS = 80;

@@ -629,9 +629,12 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       if (node.daemon === undefined) startDaemon(node);
     });
   }
-  for (let i = 0; i < opts.faults.stateLosses; i++) {
-    const node = faultRng.pick(nodes);
-    clock.at(faultWindow(), () => {
+  const wipes = (opts.faults.wipes ?? []).map((w) => ({ node: nodes[w.region], atUs: w.atUs }));
+  for (let i = 0; i < opts.faults.stateLosses; i++)
+    wipes.push({ node: faultRng.pick(nodes), atUs: faultWindow() });
+  for (const { node, atUs } of wipes) {
+    if (node === undefined) continue;
+    clock.at(atUs, () => {
       node.redis.wipe(localNow(node));
       scheduleBreakpoints(node);
       if (opts.known.stateLossDaemonUp !== true && node.daemon !== undefined) {

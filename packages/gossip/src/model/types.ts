@@ -39,6 +39,8 @@ export interface FaultOptions {
   readonly daemonDownAtFailoverUs: number;
   /** Policy changes (C, r and every region's weight) during the run: 0 or 1. */
   readonly policyChanges: number;
+  /** Scripted state losses of region index `region` at `atUs` (targeted tests). */
+  readonly wipes?: readonly { readonly atUs: number; readonly region: number }[];
   /** Scripted daemon outages of region index `region` over [atUs, untilUs) (targeted tests). */
   readonly daemonDowns?: readonly {
     readonly atUs: number;
