@@ -74,6 +74,21 @@ describe("whole protocol under random faults, the production daemon", () => {
   }, 600_000);
 });
 
+describe("replay", () => {
+  it("a seed replays exactly (same events, admissions, loans, leases)", async () => {
+    for (const seed of [7, 11]) {
+      // Leased clients on static slices for one of them (scenarioFor's choice is seeded too).
+      const opts = scenarioFor(seed, {
+        faults: { ...scenarioFor(seed).faults, failovers: 1, policyChanges: 1 },
+      });
+      const a = await runModel(opts);
+      const b = await runModel(opts);
+      expect(b).toEqual(a);
+      expect(a.events).toBeGreaterThan(0);
+    }
+  }, 120_000);
+});
+
 describe("utilization and re-weighting (production daemon)", () => {
   it("a single hot region reaches ≥ 0.95 of r once loans settle (3 regions, floor 2%)", async () => {
     await runSeedsAsync("hot region", { count: 6, firstSeed: 2_000_001 }, async (seed) => {
