@@ -1,10 +1,11 @@
 // Public API of the gossip package: the daemon and its process entry, the
-// WebSocket mesh it runs on, the re-weighting policy, and the whole-protocol
-// simulation model that proves the policy safe.
+// WebSocket mesh it runs on and the re-weighting policy. The whole-protocol
+// simulation (src/model/) is test code: tests import it by relative path.
 export {
   type DaemonDeps,
   type DaemonOptions,
   type DaemonStatus,
+  type DaemonTimers,
   type FrameLink,
   GossipDaemon,
   type PolicyResolver,
@@ -13,8 +14,6 @@ export { policyResolver, type RunningGossip, runGossip, startGossip } from "./da
 export { createDaemonMetrics, type DaemonMetrics } from "./daemon/metrics.js";
 export { createRedisDaemonStore } from "./daemon/redis-port.js";
 export type { DaemonStore, KeyState } from "./daemon/store-port.js";
-export { ModelDaemon, runModel, scenarioFor, WindowOracle } from "./model/index.js";
-export type { ModelOptions, ModelResult, PlantedBugs } from "./model/index.js";
 export {
   type CounterReading,
   DEFAULT_POLICY_OPTIONS,

@@ -1,32 +1,32 @@
-// Whole-protocol deterministic simulation (VOPR-style). Every seed is a random
-// scenario (3–5 regions, clock offsets up to 2ε apart, drop/dup/reorder/delay,
-// partitions, state losses, daemon restarts, shifting demand); the checkers
-// run after every event. A failure names its seed: replay with GQ_SEED=<n>;
-// GQ_SIM_LONG=1 runs 20× more seeds.
-import { isLongMode, runSeeds } from "@geoquota/sim";
+// Whole-protocol deterministic simulation (VOPR-style) of the production
+// GossipDaemon: every seed is a random scenario (3–5 regions, clock offsets up
+// to 2ε apart, drop/dup/reorder/delay, partitions, state losses, daemon
+// restarts, failovers that lose writes with the daemon down around them, a
+// policy change, shifting demand); the checkers run after every event. A
+// failure names its seed: replay with GQ_SEED=<n>; GQ_SIM_LONG=1 runs 20× more
+// seeds. Planted bugs and the faults today's code fails (KnownViolations)
+// are asserted caught in protocol.planted.sim.test.ts.
+import { isLongMode, runSeedsAsync } from "@geoquota/sim";
 import { describe, expect, it } from "vitest";
 import {
   bruteForceExcess,
+  DEFAULT_MODEL_OPTIONS,
   type FaultOptions,
-  type PlantedBugs,
+  type ModelResult,
   runModel,
   scenarioFor,
   WindowOracle,
 } from "../src/model/index.js";
 
 const LONG = isLongMode();
-const QUIET: FaultOptions = {
-  dropRate: 0,
-  duplicateRate: 0,
-  latencyMinUs: 1_000,
-  latencyMaxUs: 50_000,
-  partitionEveryUs: 0,
-  stateLosses: 0,
-  daemonRestarts: 0,
-};
+/** Seeds of the default scenario per normal run (GQ_SIM_LONG=1: 20×). */
+const SEEDS = 120;
+const QUIET: FaultOptions = { ...DEFAULT_MODEL_OPTIONS.faults, latencyMaxUs: 50_000 };
+const REPLAY = "pnpm exec vitest run --project gossip protocol.sim";
 
-function mustPass(seed: number, r: ReturnType<typeof runModel>): void {
-  if (!r.ok) throw new Error(r.failure ?? `seed ${seed} failed`);
+function mustPass(r: ModelResult): void {
+  if (!r.ok)
+    throw new Error(`${r.failure ?? `seed ${r.seed} failed`}\n  replay: GQ_SEED=${r.seed} ${REPLAY}`);
 }
 
 describe("the exact G1 oracle", () => {
@@ -51,85 +51,85 @@ describe("the exact G1 oracle", () => {
   });
 });
 
-describe("whole protocol under random faults", () => {
-  it("keeps Σ s ≤ U at every instant, G1 exactly, and converges after heal", () => {
-    const n = runSeeds("protocol sim", { count: 1_500, longCount: 20_000 }, (seed) =>
-      mustPass(seed, runModel(scenarioFor(seed))),
-    );
+describe("whole protocol under random faults, the production daemon", () => {
+  it("keeps Σ s ≤ U at every instant, G1 exactly (across policy changes), and converges after heal", async () => {
+    let failovers = 0;
+    let policyChanges = 0;
+    let loans = 0;
+    const n = await runSeedsAsync("protocol sim", { count: SEEDS, longCount: SEEDS * 20 }, async (seed) => {
+      const opts = scenarioFor(seed);
+      const r = await runModel(opts);
+      mustPass(r);
+      failovers += r.failovers;
+      policyChanges += opts.faults.policyChanges;
+      loans += r.loansGranted;
+    });
     expect(n).toBeGreaterThan(0);
-  }, 240_000);
+    if (n >= 50) {
+      // The faults the default set claims to cover did happen.
+      expect(failovers).toBeGreaterThan(0);
+      expect(policyChanges).toBeGreaterThan(0);
+      expect(loans).toBeGreaterThan(0);
+    }
+  }, 600_000);
 });
 
-describe("utilization and re-weighting", () => {
-  it("a single hot region reaches ≥ 0.95 of r once loans settle (3 regions, floor 2%)", () => {
-    runSeeds("hot region", { count: 40, firstSeed: 2_000_001 }, (seed) => {
-      const r = runModel(
+describe("replay", () => {
+  it("a seed replays exactly (same events, admissions, loans, leases)", async () => {
+    for (const seed of [7, 11]) {
+      // Leased clients on static slices for one of them (scenarioFor's choice is seeded too).
+      const opts = scenarioFor(seed, {
+        faults: { ...scenarioFor(seed).faults, failovers: 1, policyChanges: 1 },
+      });
+      const a = await runModel(opts);
+      const b = await runModel(opts);
+      expect(b).toEqual(a);
+      expect(a.events).toBeGreaterThan(0);
+    }
+  }, 120_000);
+});
+
+describe("utilization and re-weighting (production daemon)", () => {
+  it("a single hot region reaches ≥ 0.95 of r once loans settle (3 regions, floor 2%)", async () => {
+    await runSeedsAsync("hot region", { count: 6, firstSeed: 2_000_001 }, async (seed) => {
+      const r = await runModel(
         scenarioFor(seed, {
           regions: 3,
+          // Whole tokens: a small C at a low r measures granularity, not re-weighting.
+          refillPerSecond: 100,
+          capacity: 50,
+          reweighting: true,
+          clients: DEFAULT_MODEL_OPTIONS.clients,
           faults: QUIET,
           demand: { kind: "hot", ratio: 2 },
           durationUs: 14_000_000,
         }),
       );
-      mustPass(seed, r);
+      mustPass(r);
       if (!(r.utilization >= 0.95)) throw new Error(`utilization ${r.utilization} < 0.95`);
     });
-  });
+  }, 120_000);
 
-  it("quota follows a moving hot spot within a few seconds", () => {
-    runSeeds("demand shift", { count: 40, firstSeed: 3_000_001 }, (seed) => {
-      const r = runModel(
+  it("quota follows a moving hot spot within a few seconds", async () => {
+    await runSeedsAsync("demand shift", { count: 6, firstSeed: 3_000_001 }, async (seed) => {
+      const r = await runModel(
         scenarioFor(seed, {
           regions: 3,
+          refillPerSecond: 100,
+          capacity: 50,
+          reweighting: true,
+          clients: DEFAULT_MODEL_OPTIONS.clients,
           faults: QUIET,
           demand: { kind: "hot", ratio: 2, shiftAtUs: 8_000_000 },
           durationUs: 16_000_000,
         }),
       );
-      mustPass(seed, r);
+      mustPass(r);
       if (r.reweightUs === undefined || r.reweightUs > 4_000_000) {
         throw new Error(`re-weighting took ${r.reweightUs} µs`);
       }
     });
-  });
-});
-
-/** Searches seeds until a checker fails; returns the first failing seed (or undefined). */
-function firstFailing(bugs: PlantedBugs, maxSeeds: number, stateLosses?: number): string | undefined {
-  for (let seed = 1; seed <= maxSeeds; seed++) {
-    const base = scenarioFor(seed, { bugs });
-    const opts = stateLosses === undefined ? base : { ...base, faults: { ...base.faults, stateLosses } };
-    const r = runModel(opts);
-    if (!r.ok) return r.failure;
-  }
-  return undefined;
-}
-
-describe("planted bugs make the checkers fail", () => {
-  it("(a) borrower uses a loan until deadline + ε", () => {
-    const f = firstFailing({ borrowerLate: true }, 200);
-    expect(f, "no seed in 1..200 caught the late borrower").toBeDefined();
-    expect(f).toMatch(/GQ_SEED=\d+/);
-  });
-
-  it("(b) lender re-lends borrowed units and lends below its floor", () => {
-    const f = firstFailing({ relendBorrowed: true }, 200);
-    expect(f, "no seed in 1..200 caught re-lending").toBeDefined();
-  });
-
-  it("(c) recovery skipped after state loss", () => {
-    const f = firstFailing({ skipRecovery: true }, 200, 2);
-    expect(f, "no seed in 1..200 caught the skipped recovery").toBeDefined();
-  });
-
-  it("clock offsets beyond 2ε break Σ s ≤ U (ε is load-bearing)", () => {
-    let f: string | undefined;
-    for (let seed = 1; seed <= 200 && f === undefined; seed++) {
-      const r = runModel(scenarioFor(seed, { clockSpreadUs: 1_500_000 }));
-      if (!r.ok) f = r.failure;
-    }
-    expect(f, "a 6ε clock spread was never caught").toBeDefined();
-  });
+  }, 120_000);
 });
 
 if (LONG) {

@@ -22,6 +22,7 @@ export {
   isLongMode,
   LONG_ENV,
   runSeeds,
+  runSeedsAsync,
   SEED_ENV,
   SeedFailure,
   type SeedPlan,

@@ -68,3 +68,20 @@ export function runSeeds(label: string, plan: SeedPlan, body: (seed: number) => 
   }
   return seeds.length;
 }
+
+/** runSeeds for an async body: seeds run one after another, the first failure is rethrown as a SeedFailure. */
+export async function runSeedsAsync(
+  label: string,
+  plan: SeedPlan,
+  body: (seed: number) => Promise<void>,
+): Promise<number> {
+  const seeds = seedsToRun(plan);
+  for (const seed of seeds) {
+    try {
+      await body(seed);
+    } catch (err) {
+      throw new SeedFailure(label, seed, err);
+    }
+  }
+  return seeds.length;
+}

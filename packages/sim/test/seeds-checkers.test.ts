@@ -7,6 +7,7 @@ import {
   checkConvergence,
   isLongMode,
   runSeeds,
+  runSeedsAsync,
   SeedFailure,
   seedsToRun,
 } from "../src/index.js";
@@ -38,6 +39,23 @@ describe("seeds", () => {
     expect((err as Error).message).toMatch(/demo failed with seed 4; replay with GQ_SEED=4\nboom/);
     expect(seen).toEqual([1, 2, 3, 4]);
     expect(runSeeds("ok", { count: 5, env: {} }, () => {})).toBe(5);
+  });
+
+  it("runs an async body seed after seed and names the failing seed", async () => {
+    const seen: number[] = [];
+    let inFlight = 0;
+    const err = await runSeedsAsync("async demo", { count: 10, env: {} }, async (seed) => {
+      inFlight++;
+      expect(inFlight).toBe(1);
+      await Promise.resolve();
+      seen.push(seed);
+      inFlight--;
+      if (seed === 3) throw new Error("bang");
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SeedFailure);
+    expect((err as Error).message).toMatch(/async demo failed with seed 3; replay with GQ_SEED=3\nbang/);
+    expect(seen).toEqual([1, 2, 3]);
+    expect(await runSeedsAsync("ok", { count: 4, env: { GQ_SEED: "77" } }, async () => {})).toBe(1);
   });
 });
 

@@ -73,9 +73,23 @@ export interface DaemonDeps {
   random?: () => number;
   /** Monotonic ms. */
   now?: () => number;
+  /** Wall-clock ms (Date.now): only seeds the delta versions of this run. */
+  wallNowMs?: () => number;
+  /** The round timer (setTimeout/clearTimeout); a simulation injects its virtual clock. */
+  timers?: DaemonTimers;
   /** Errors that must not stop the daemon (Redis hiccups): counted and reported here. */
   onError?: (where: string, err: unknown) => void;
 }
+
+export interface DaemonTimers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+const REAL_TIMERS: DaemonTimers = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
 
 interface ActiveKey {
   tenant: string;
@@ -108,11 +122,12 @@ export class GossipDaemon {
   private readonly lastAckLag = new Map<string, number>();
   private readonly sentAt = new Map<string, Map<number, number>>();
   private readonly sample = new Map<string, { targets: Record<string, number>; recovering: boolean }>();
-  private readonly limits: DecodeLimits;
+  /** Undefined: the defaults (decodeFrame then reuses one msgpack Decoder instead of building one per frame). */
+  private readonly limits: DecodeLimits | undefined;
   private readonly opts: Required<Omit<DaemonOptions, "decodeLimits" | "policy" | "maxBufferedKeys">> & {
     policy: PolicyOptions;
   };
-  private timer: NodeJS.Timeout | undefined;
+  private timer: unknown;
   private running = false;
   private roundInFlight: Promise<void> | undefined;
   private mergeInFlight: Promise<void> = Promise.resolve();
@@ -124,6 +139,7 @@ export class GossipDaemon {
   private loansReturned = 0;
   private readonly random: () => number;
   private readonly now: () => number;
+  private readonly timers: DaemonTimers;
 
   constructor(
     options: DaemonOptions,
@@ -141,17 +157,19 @@ export class GossipDaemon {
       policy: options.policy ?? DEFAULT_POLICY_OPTIONS,
       reweighting: options.reweighting ?? true,
     };
-    this.limits = { ...DEFAULT_LIMITS, ...options.decodeLimits };
+    this.limits =
+      options.decodeLimits === undefined ? undefined : { ...DEFAULT_LIMITS, ...options.decodeLimits };
     this.replica = new Replica({
       id: options.region,
       peers: this.opts.peers,
       // Versions start from wall-clock µs so that a late ack addressed to the
       // previous run of this daemon cannot acknowledge this run's deltas.
-      startVersion: Date.now() * 1000,
+      startVersion: (deps.wallNowMs ?? Date.now)() * 1000,
       ...(options.maxBufferedKeys !== undefined ? { maxBufferedKeys: options.maxBufferedKeys } : {}),
     });
     this.random = deps.random ?? Math.random;
     this.now = deps.now ?? (() => performance.now());
+    this.timers = deps.timers ?? REAL_TIMERS;
   }
 
   start(): void {
@@ -162,7 +180,7 @@ export class GossipDaemon {
 
   async stop(): Promise<void> {
     this.running = false;
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer !== undefined) this.timers.clearTimeout(this.timer);
     this.timer = undefined;
     await this.roundInFlight;
     await this.mergeInFlight;
@@ -172,7 +190,7 @@ export class GossipDaemon {
     if (!this.running) return;
     const { minMs, maxMs } = this.opts.round;
     const delay = minMs + this.random() * (maxMs - minMs);
-    this.timer = setTimeout(() => {
+    this.timer = this.timers.setTimeout(() => {
       this.roundInFlight = this.round()
         .catch((err) => this.deps.onError?.("round", err))
         .finally(() => {

@@ -1,7 +1,17 @@
-// Whole-protocol deterministic simulation of geoquota's re-weighting.
-export { type DaemonEnv, type DaemonStats, type Frame, MODEL_KEY, ModelDaemon } from "./daemon.js";
+// Whole-protocol deterministic simulation of geoquota: the production gossip
+// daemon over a simulated network and clock, each region's Redis the pure model.
 export { bruteForceExcess, WindowOracle } from "./oracle.js";
-export { ModelRegion } from "./region.js";
+export { ModelRedis } from "./region.js";
 export { runModel } from "./run.js";
 export { DEFAULT_MODEL_OPTIONS, scenarioFor } from "./scenario.js";
-export type { DemandMode, FaultOptions, ModelOptions, ModelResult, PlantedBugs } from "./types.js";
+export { createModelDaemonStore, keyLimitOf, MODEL_KEY, type ModelStoreEnv } from "./store.js";
+export type {
+  ClientOptions,
+  DemandMode,
+  FaultOptions,
+  KnownViolations,
+  ModelOptions,
+  ModelResult,
+  PlantedBugs,
+  PolicyChangeRule,
+} from "./types.js";

@@ -1,9 +1,11 @@
-// One region's Redis for the model's single key, driven through the
-// @geoquota/lease reference model (the same arithmetic as the Lua scripts),
-// plus the conversions to and from the gossiped CRDT record. The planted bugs
-// are injected here, around the reference operations, never inside them.
-import { KeyRecord, type Loan } from "@geoquota/crdt";
+// One region's Redis for the simulation's single key, by the @geoquota/lease
+// reference model (the same arithmetic as the Lua scripts), plus what a real
+// deployment adds around it: an asynchronously replicated copy (the replica a
+// failover promotes, losing the writes it had not received), the replication
+// id the daemon polls, and the change feed. The planted bugs are injected here,
+// around the reference operations, never inside them.
 import {
+  acquireLease,
   applyShareChange,
   check,
   emptyKeyState,
@@ -11,15 +13,16 @@ import {
   grantLoan,
   type KeyLimit,
   type KeyState,
+  type LoanEntry,
   loadBucket,
-  loanUsable,
   mergeRemote,
+  newIncarnation,
   parseMarker,
   type ReceivedLoan,
   type RegionState,
   receiveReturn,
   recoveryEndUs,
-  reservedAt,
+  releaseLease,
   returnLoan,
   type Schedule,
   type ShareInputs,
@@ -29,27 +32,99 @@ import {
   storeBucket,
   type Timing,
 } from "@geoquota/lease";
-import type { InboundLoan } from "../policy/index.js";
 import type { PlantedBugs } from "./types.js";
 
-export class ModelRegion {
+interface Snapshot {
+  readonly marker: string | undefined;
+  readonly ridRecorded: number;
+  readonly key: KeyState;
+  readonly dirty: boolean;
+}
+
+function cloneKey(k: KeyState): KeyState {
+  return structuredClone(k);
+}
+
+export class ModelRedis {
   readonly id: string;
-  readonly limit: KeyLimit;
   readonly timing: Timing;
   private readonly bugs: PlantedBugs;
   state: RegionState;
   key: KeyState;
-  /** Set by every script that changes what gossip carries (the shard's `gq:{s<k>}:dirty` feed). */
+  /** The shard's change feed (`gq:{s<k>}:dirty`): set by every write to the key. */
   dirty = true;
+  /** `master_replid` of the current primary; a failover changes it. */
+  replid = 1;
+  /** The replid recorded with the marker (`gq:{s<k>}:rid`). */
+  ridRecorded = 1;
+  /** What the replica holds (asynchronous replication: it lags the primary). */
+  private replica: Snapshot;
+  /** Loans granted and returned (statistics). */
+  grants = 0;
+  returns = 0;
+  /** Writes since the last replication (lost if a failover happens now). */
+  unreplicatedWrites = 0;
+  /**
+   * Replication keeps a copy only while > 0 (a deep clone per catch-up is the
+   * simulation's largest cost): the harness arms it only in the seconds
+   * before a failover, the only instant the replica's content is read.
+   */
+  replicaArmed = 0;
 
-  constructor(id: string, limit: KeyLimit, timing: Timing, bugs: PlantedBugs, startUs: number) {
+  constructor(id: string, timing: Timing, bugs: PlantedBugs, startUs: number) {
     this.id = id;
-    this.limit = limit;
     this.timing = timing;
     this.bugs = bugs;
     // A cluster started from empty servers: no recovery, full buckets.
     this.state = { region: id, marker: freshIncarnation(startUs) };
     this.key = emptyKeyState();
+    this.replica = this.snapshotNow();
+  }
+
+  private snapshotNow(): Snapshot {
+    return {
+      marker: this.state.marker,
+      ridRecorded: this.ridRecorded,
+      key: cloneKey(this.key),
+      dirty: this.dirty,
+    };
+  }
+
+  /** The replica catches up with every write so far (replication stream, or a WAIT that succeeded). */
+  replicate(): void {
+    if (this.unreplicatedWrites === 0) return;
+    if (this.replicaArmed > 0) this.replica = this.snapshotNow();
+    this.unreplicatedWrites = 0;
+  }
+
+  /**
+   * The replica is promoted: the writes it had not received are lost, the
+   * marker it holds survives (if the primary had one when it last replicated),
+   * and the new primary has another replication id.
+   */
+  failover(): number {
+    const lost = this.unreplicatedWrites;
+    const s = this.replica;
+    this.state = { region: this.id, marker: s.marker };
+    this.ridRecorded = s.ridRecorded;
+    this.key = cloneKey(s.key);
+    this.dirty = true;
+    this.replid++;
+    this.unreplicatedWrites = 0;
+    this.replica = this.snapshotNow();
+    return lost;
+  }
+
+  /**
+   * limiter replication.ts checkPrimary: a replid other than the recorded one
+   * rotates the marker (a new incarnation born now: recovery). Returns whether it did.
+   */
+  checkPrimary(nowUs: number): boolean {
+    if (this.replid === this.ridRecorded) return false;
+    this.ridRecorded = this.replid;
+    if (this.bugs.skipRecovery !== true) this.state.marker = newIncarnation(nowUs);
+    this.wrote();
+    return true;
   }
 
   /** FLUSHALL: every key and the incarnation marker are gone. */
@@ -59,7 +134,12 @@ export class ModelRegion {
       marker: this.bugs.skipRecovery === true ? freshIncarnation(nowUs) : undefined,
     };
     this.key = emptyKeyState();
+    this.wrote();
+  }
+
+  private wrote(): void {
     this.dirty = true;
+    this.unreplicatedWrites++;
   }
 
   recoveryEnd(): number {
@@ -67,159 +147,160 @@ export class ModelRegion {
     return m === undefined ? Number.POSITIVE_INFINITY : recoveryEndUs(parseMarker(m).bornUs, this.timing);
   }
 
-  /** s(t) as the region's limiter would compute it at its local time t (0 with no state at all). */
-  shareAt(localUs: number): number {
-    const inp = this.inputs();
-    return inp === undefined ? 0 : shareAt(inp, localUs);
-  }
-
-  // The checker reads every share after every event: cache the inputs (the
-  // book is mutated in place, so the object stays valid until a wipe or a
-  // new marker) instead of re-parsing the marker each time.
-  private cached: { marker: string; key: KeyState; inputs: ShareInputs } | undefined;
-  private inputs(): ShareInputs | undefined {
-    const m = this.state.marker;
-    if (m === undefined) return undefined;
-    const c = this.cached;
-    if (c !== undefined && c.marker === m && c.key === this.key) return c.inputs;
-    const inputs = shareInputs(this.key, this.limit, this.timing, m);
-    this.cached = { marker: m, key: this.key, inputs };
-    return inputs;
-  }
-
-  /** Local instants after `localUs` where the share changes without a script. */
-  breakpoints(localUs: number): number[] {
-    const inp = this.inputs();
-    return inp === undefined ? [] : shareBreakpoints(inp, localUs);
-  }
-
-  check(cost: number, nowUs: number): boolean {
-    this.coarsen(nowUs);
-    const out = check(this.state, this.key, this.limit, this.timing, cost, nowUs);
-    this.dirty = true;
-    return out.allowed;
-  }
-
   recovering(nowUs: number): boolean {
     return nowUs < this.recoveryEnd();
   }
 
-  /** Per borrower, units still reserved at now. */
-  reserved(nowUs: number): Record<string, number> {
-    const out: Record<string, number> = {};
-    for (const [b, entries] of this.key.book.outstanding) {
-      const r = reservedAt(entries, nowUs, this.timing.epsilonUs);
-      if (r > 0) out[b] = r;
-    }
-    return out;
+  // The checker reads every share after every event: cache the inputs (the
+  // book is mutated in place, so the object stays valid until a wipe, a new
+  // marker or another policy).
+  private cached: { marker: string; key: KeyState; limit: KeyLimit; inputs: ShareInputs } | undefined;
+  private inputs(limit: KeyLimit): ShareInputs | undefined {
+    const m = this.state.marker;
+    if (m === undefined) return undefined;
+    const c = this.cached;
+    if (c !== undefined && c.marker === m && c.key === this.key && c.limit === limit) return c.inputs;
+    const inputs = shareInputs(this.key, limit, this.timing, m);
+    this.cached = { marker: m, key: this.key, limit, inputs };
+    return inputs;
   }
 
-  /** Per borrower, units of the latest grant still outstanding. */
-  current(nowUs: number): Record<string, number> {
-    const out: Record<string, number> = {};
-    for (const [b, g] of this.key.book.granted) {
-      if (nowUs < g.deadlineUs + this.timing.epsilonUs) out[b] = g.units;
-    }
-    return out;
+  /** s(t) as the region's limiter would compute it at its local time t (0 with no state at all). */
+  shareAt(limit: KeyLimit, localUs: number): number {
+    const inp = this.inputs(limit);
+    return inp === undefined ? 0 : shareAt(inp, localUs);
   }
 
-  inUse(nowUs: number): InboundLoan[] {
-    const out: InboundLoan[] = [];
-    for (const [lender, l] of this.key.book.received) {
-      if (loanUsable(l, this.key.book.returned.get(lender) ?? 0, nowUs, this.timing.epsilonUs)) {
-        out.push({ lender, units: l.units, seq: l.seq });
-      }
-    }
-    return out;
+  /** Local instants after `localUs` where the share changes without a script. */
+  breakpoints(limit: KeyLimit, localUs: number): number[] {
+    const inp = this.inputs(limit);
+    const points = inp === undefined ? [] : shareBreakpoints(inp, localUs);
+    for (const l of this.key.leases.values()) if (l.expiryUs > localUs) points.push(l.expiryUs);
+    return points;
   }
 
-  grant(borrower: string, units: number, nowUs: number): boolean {
+  /**
+   * The bucket's tokens at `localUs` (settled, nothing written) and the leased
+   * tokens Redis still counts: what the per-region lease invariant reads.
+   * Undefined without a marker or a bucket of this incarnation and policy.
+   */
+  tokensAt(limit: KeyLimit, localUs: number): { tokens: number; leased: number } | undefined {
+    const m = this.state.marker;
+    const b = this.key.bucket;
+    if (m === undefined || b === undefined || b.inc !== m) return undefined;
+    const live = loadBucket(this.state, this.key, limit, this.timing, localUs);
+    if (live.rebuilt) return undefined;
+    let leased = 0;
+    for (const l of this.key.leases.values()) if (localUs < l.expiryUs) leased += l.tokens;
+    return { tokens: live.tokens, leased };
+  }
+
+  check(limit: KeyLimit, cost: number, nowUs: number): boolean {
     this.coarsen(nowUs);
-    if (this.bugs.relendBorrowed === true) return this.grantUnchecked(borrower, units, nowUs);
+    const out = check(this.state, this.key, limit, this.timing, cost, nowUs);
+    this.wrote();
+    return out.allowed;
+  }
+
+  /** lease_acquire.lua, with the release of the client's previous lease first (renewal). */
+  acquireLease(
+    limit: KeyLimit,
+    release: { leaseId: string; used: number } | undefined,
+    leaseId: string,
+    tokens: number,
+    durationUs: number,
+    nowUs: number,
+  ): { granted: number; expiryUs: number } {
+    this.coarsen(nowUs);
+    if (release !== undefined)
+      releaseLease(this.state, this.key, limit, this.timing, release.leaseId, release.used, nowUs);
+    const out = acquireLease(this.state, this.key, limit, this.timing, leaseId, tokens, durationUs, nowUs);
+    this.wrote();
+    return { granted: out.granted, expiryUs: out.expiryUs };
+  }
+
+  releaseLease(limit: KeyLimit, leaseId: string, used: number, nowUs: number): void {
+    this.coarsen(nowUs);
+    releaseLease(this.state, this.key, limit, this.timing, leaseId, used, nowUs);
+    this.wrote();
+  }
+
+  grant(limit: KeyLimit, borrower: string, units: number, nowUs: number): LoanEntry | undefined {
+    this.coarsen(nowUs);
+    if (this.bugs.relendBorrowed === true) return this.grantUnchecked(limit, borrower, units, nowUs);
     const out = grantLoan(
       this.state,
       this.id,
       this.key,
-      this.limit,
+      limit,
       this.timing,
       borrower,
       units,
       this.timing.loanDurationUs,
       nowUs,
     );
-    if (out.ok) this.dirty = true;
-    return out.ok;
+    if (!out.ok) return undefined;
+    this.wrote();
+    this.grants++;
+    return out.loan;
   }
 
   /** Bug (b): loan_grant.lua without its recovery and floor checks. */
-  private grantUnchecked(borrower: string, units: number, nowUs: number): boolean {
-    if (borrower === this.id || !(units > 0)) return false;
-    const live = loadBucket(this.state, this.key, this.limit, this.timing, nowUs);
+  private grantUnchecked(
+    limit: KeyLimit,
+    borrower: string,
+    units: number,
+    nowUs: number,
+  ): LoanEntry | undefined {
+    if (borrower === this.id || !(units > 0)) return undefined;
+    const live = loadBucket(this.state, this.key, limit, this.timing, nowUs);
     const book = this.key.book;
     const seq = nowUs > book.lastSeq ? nowUs : book.lastSeq + 1;
     const loan = { units, deadlineUs: nowUs + this.timing.loanDurationUs, seq };
     book.lastSeq = seq;
     book.granted.set(borrower, loan);
     book.outstanding.set(borrower, [...(book.outstanding.get(borrower) ?? []), loan]);
-    applyShareChange(live, this.key, this.limit, this.timing, nowUs);
-    storeBucket(this.key, live, this.limit);
-    this.dirty = true;
-    return true;
+    applyShareChange(live, this.key, limit, this.timing, nowUs);
+    storeBucket(this.key, live, limit);
+    this.wrote();
+    return loan;
   }
 
-  /** Borrower: stop using the loan now, remember its seq; gossip tells the lender. */
-  giveBack(lender: string, nowUs: number): boolean {
+  /** loan_return.lua (borrower): stop using the loan now, remember its seq. 0: nothing held. */
+  giveBack(limit: KeyLimit, lender: string, nowUs: number): number {
     this.coarsen(nowUs);
-    const out = returnLoan(this.state, this.key, this.limit, this.timing, lender, nowUs);
-    if (out.seq > 0) this.dirty = true;
-    return out.seq > 0;
+    const out = returnLoan(this.state, this.key, limit, this.timing, lender, nowUs);
+    if (out.seq > 0) {
+      this.wrote();
+      this.returns++;
+    }
+    return out.seq;
   }
 
-  /** What this region's daemon ships: its counters, its own grants, its own return marks. */
-  record(): KeyRecord {
-    const r = KeyRecord.initial();
-    for (const [field, v] of this.key.counters) {
-      const bar = field.indexOf("|");
-      const kind = field.slice(0, bar);
-      const replica = field.slice(bar + 1);
-      if (kind === "p") r.consumed.p.set(replica, v);
-      else if (kind === "n") r.consumed.n.set(replica, v);
-      else if (kind === "d") r.denied.set(replica, v);
-    }
-    for (const [borrower, g] of this.key.book.granted) {
-      const loan: Loan = { lender: this.id, borrower, units: g.units, deadlineUs: g.deadlineUs, seq: g.seq };
-      r.loans.set(`${this.id}>${borrower}`, loan);
-    }
-    for (const [lender, seq] of this.key.book.returned) {
-      r.returned.set(`${lender}>${this.id}`, { lender, borrower: this.id, seq });
-    }
-    return r;
-  }
-
-  /** lua merge: counters by max, loans addressed here, returns of loans granted here. */
-  merge(rec: KeyRecord, nowUs: number): void {
+  /** loan_merge.lua: counters by max, loans addressed here. */
+  merge(
+    limit: KeyLimit,
+    loans: readonly ReceivedLoan[],
+    counters: ReadonlyMap<string, number>,
+    nowUs: number,
+  ): void {
     this.coarsen(nowUs);
-    const counters = new Map<string, number>();
-    for (const [rep, v] of rec.consumed.p) counters.set(`p|${rep}`, v);
-    for (const [rep, v] of rec.consumed.n) counters.set(`n|${rep}`, v);
-    for (const [rep, v] of rec.denied) counters.set(`d|${rep}`, v);
-    const loans: ReceivedLoan[] = [];
-    for (const l of rec.loans.values()) {
-      if (l.borrower !== this.id || l.lender === this.id) continue;
-      const deadlineUs =
-        this.bugs.borrowerLate === true ? l.deadlineUs + 2 * this.timing.epsilonUs : l.deadlineUs;
-      loans.push({ lender: l.lender, loan: { units: l.units, deadlineUs, seq: l.seq } });
-    }
-    let changed = false;
-    for (const [field, v] of counters) if (v > (this.key.counters.get(field) ?? 0)) changed = true;
-    const res = mergeRemote(this.state, this.id, this.key, this.limit, this.timing, loans, counters, nowUs);
-    if (res.changed > 0) changed = true;
-    for (const m of rec.returned.values()) {
-      if (m.lender !== this.id) continue;
-      const out = receiveReturn(this.state, this.key, this.limit, this.timing, m.borrower, m.seq, nowUs);
-      if (out.dropped > 0) changed = true;
-    }
-    if (changed) this.dirty = true;
+    const shifted =
+      this.bugs.borrowerLate === true
+        ? loans.map((l) => ({
+            ...l,
+            loan: { ...l.loan, deadlineUs: l.loan.deadlineUs + 2 * this.timing.epsilonUs },
+          }))
+        : loans;
+    mergeRemote(this.state, this.id, this.key, limit, this.timing, shifted, counters, nowUs);
+    this.wrote();
+  }
+
+  /** loan_return_received.lua (lender). */
+  receiveReturn(limit: KeyLimit, borrower: string, seq: number, nowUs: number): void {
+    this.coarsen(nowUs);
+    const out = receiveReturn(this.state, this.key, limit, this.timing, borrower, seq, nowUs);
+    if (out.dropped > 0) this.wrote();
   }
 
   /**

@@ -1,37 +1,110 @@
-// The whole-protocol simulation: N regions (Redis via @geoquota/lease, a
-// daemon each) on one SimClock and a faulty SimNetwork, a shifting random
-// workload, faults, and the checkers run after EVERY event:
+// The whole-protocol simulation (VOPR-style): N regions, each the production
+// GossipDaemon (round driver, policy, drain/merge/return, frames) over a
+// simulated network and clock, with its Redis replaced by the pure model
+// behind the same DaemonStore port. Around them: a shifting random workload
+// of checks and in-process leased clients, policy changes, and faults
+// (drop/dup/reorder/delay, partitions, state losses, daemon restarts, replica
+// stalls and WAIT timeouts, failovers that lose writes, daemons down during a
+// failover). The checkers run after EVERY event, exactly (no tolerance):
 //   - Σ_i s_i(t) ≤ U at the real instant t, each s_i read at its own clock
 //     (t + offset_i); the instants where a share changes without a script
-//     (deadline ± ε, recovery end) are scheduled as events so none is skipped;
-//   - G1, exact, at every admission (WindowOracle);
+//     (deadline ± ε, recovery end, lease expiry) are scheduled as events;
+//   - leases: Σ_i max(C·s_i, U·(leased_i + max(0, bucket_i))) ≤ C·U (DESIGN §3,
+//     the global form of "leased + bucket ≤ capacity of the pinned share");
+//   - G1 at every admission (WindowOracle), with a policy change: the old
+//     bound before it, max(C_old, C_new) + max(r_old, r_new)·T over all, the
+//     new bound once every region applied it and leases from before expired;
 //   - at the end, after healing and a quiet phase: counters converged.
-// Integer µs everywhere: every delay the model draws is an integer.
-import type { KeyLimit, Timing } from "@geoquota/lease";
+// Integer µs everywhere; all randomness from the seed. The daemon is async:
+// after an event that may have resumed it, the run drains the microtask
+// queue before the next event, so a seed replays exactly.
+import { capacityOf, type KeyLimit, type Timing } from "@geoquota/lease";
+import type { KeyPolicy } from "@geoquota/limiter";
 import { Rng, SimClock, SimNetwork } from "@geoquota/sim";
+import { type DaemonTimers, GossipDaemon } from "../daemon/daemon.js";
+import type { DaemonStore } from "../daemon/store-port.js";
 import { type RegionQuota, U } from "../policy/index.js";
-import { type DaemonStats, type Frame, ModelDaemon } from "./daemon.js";
 import { WindowOracle } from "./oracle.js";
-import { ModelRegion } from "./region.js";
+import { ModelRedis } from "./region.js";
+import { createModelDaemonStore, keyLimitOf, MODEL_RESOURCE, MODEL_TENANT } from "./store.js";
 import type { ModelOptions, ModelResult } from "./types.js";
 
 /** Redis TIME is epoch µs: large, so a fresh cluster (born 0) is long past any recovery. */
 const EPOCH_US = 1_700_000_000_000_000;
+/** WAIT timeout of the gossip store (limiter gossip.ts default 100 ms). */
+const WAIT_TIMEOUT_US = 100_000;
+/** redis-port primaryCheckMs as main.ts sets it. */
+const PRIMARY_CHECK_US = 1_000_000;
+/** How long before a failover the replica's content is materialised (see ModelRedis.replicaArmed). */
+const REPLICA_ARM_US = 2_500_000;
+
+interface ClientLease {
+  readonly id: string;
+  readonly tokens: number;
+  used: number;
+  /** Real instant the client stops using it (send + granted duration − margin). */
+  readonly stopAtUs: number;
+  /** The region's Redis it was granted by (a failover may forget it). */
+  readonly expiryLocalUs: number;
+}
+
+interface Client {
+  readonly name: string;
+  seq: number;
+  lease: ClientLease | undefined;
+  acquiring: boolean;
+}
+
+interface PolicyView {
+  readonly policy: KeyPolicy;
+  readonly limit: KeyLimit;
+  readonly regions: readonly RegionQuota[];
+}
 
 interface Node {
   readonly id: string;
+  readonly index: number;
   readonly offsetUs: number;
-  region: ModelRegion;
-  daemon: ModelDaemon | undefined;
+  readonly redis: ModelRedis;
+  view: PolicyView;
+  daemon: GossipDaemon | undefined;
+  /** Incremented when a daemon starts or dies: a dead life's timers and commands go nowhere. */
+  life: number;
+  /** FIFO of the daemon's Redis connection: a command never runs before one sent earlier. */
+  fifoUs: number;
   demandPerSec: number;
+  readonly clients: Client[];
+  /** Replication stream stopped until this real instant. */
+  stalledUntilUs: number;
+}
+
+interface PolicySpec {
+  readonly capacity: number;
+  readonly refillPerSecond: number;
+  readonly bases: readonly number[];
 }
 
 class CheckFailed extends Error {}
 
-export function runModel(opts: ModelOptions): ModelResult {
+function basesFor(n: number, rng: Rng | undefined, floorPpm: number): number[] {
+  if (rng === undefined) {
+    return Array.from({ length: n }, (_, i) =>
+      i === 0 ? U - Math.floor(U / n) * (n - 1) : Math.floor(U / n),
+    );
+  }
+  // Random weights, each ≥ floor, summing to exactly U.
+  const raw = Array.from({ length: n }, () => rng.int(1, 10));
+  const total = raw.reduce((a, b) => a + b, 0);
+  const spare = U - n * floorPpm;
+  const out = raw.map((w) => floorPpm + Math.floor((spare * w) / total));
+  out[0] = (out[0] ?? 0) + U - out.reduce((a, b) => a + b, 0);
+  return out;
+}
+
+export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   const rng = new Rng(opts.seed);
   const clock = new SimClock(0);
-  const net = new SimNetwork<Frame>({
+  const net = new SimNetwork<Uint8Array>({
     clock,
     rng: rng.fork(),
     defaultLink: {
@@ -42,52 +115,114 @@ export function runModel(opts: ModelOptions): ModelResult {
   });
   const workRng = rng.fork();
   const faultRng = rng.fork();
+  const redisRng = rng.fork();
+  const daemonRng = rng.fork();
+  const policyRng = rng.fork();
   const timing: Timing = { epsilonUs: opts.epsilonUs, loanDurationUs: opts.loanDurationUs };
   const n = opts.regions;
   const ids = Array.from({ length: n }, (_, i) => `r${i}`);
-  const quotas: RegionQuota[] = ids.map((region, i) => ({
-    region,
-    baseShare: i === 0 ? U - Math.floor(U / n) * (n - 1) : Math.floor(U / n),
-    floorShare: opts.floorPpm,
-  }));
   const half = Math.floor(opts.clockSpreadUs / 2);
-  const stats: DaemonStats = { grants: 0, returns: 0 };
-  const oracle = new WindowOracle(opts.capacity, opts.refillPerSecond);
+  const stats = { leases: 0, failovers: 0, lostWrites: 0, waitFailures: 0 };
   let failure: string | undefined;
+  let asyncError: string | undefined;
   let worstShareExcess = Number.NEGATIVE_INFINITY;
   let denied = 0;
   const pending = new Set<number>();
+  /** Set by an event that may have resumed the daemon's async code. */
+  let asyncTouched = false;
 
   const fail = (msg: string): never => {
     failure = `seed ${opts.seed} (replay: GQ_SEED=${opts.seed}) at t=${clock.nowUs()} µs: ${msg}`;
     throw new CheckFailed(failure);
   };
 
+  // ---- policies: the spec in force, and each region's applied view
+  const oldSpec: PolicySpec = {
+    capacity: opts.capacity,
+    refillPerSecond: opts.refillPerSecond,
+    bases: basesFor(n, undefined, opts.floorPpm),
+  };
+  const viewOf = (index: number, spec: PolicySpec): PolicyView => {
+    const regions: RegionQuota[] = ids.map((region, i) => ({
+      region,
+      baseShare: spec.bases[i] ?? 0,
+      floorShare: opts.floorPpm,
+    }));
+    const policy: KeyPolicy = {
+      tenant: MODEL_TENANT,
+      resource: MODEL_RESOURCE,
+      limit: { algorithm: opts.algorithm, capacity: spec.capacity, refillPerSecond: spec.refillPerSecond },
+      baseShare: spec.bases[index] ?? 0,
+      floorShare: opts.floorPpm,
+    };
+    return { policy, limit: keyLimitOf(policy), regions };
+  };
+
   const nodes: Node[] = ids.map((id, i) => {
     // The extremes ±spread/2 are drawn often: the bound is tight there.
     const offsetUs = i < 2 && opts.clockSpreadUs > 0 ? (i === 0 ? -half : half) : workRng.int(-half, half);
-    const limit: KeyLimit = {
-      algorithm: "token_bucket",
-      capacity: opts.capacity,
-      refillPerSecond: opts.refillPerSecond,
-      baseShare: quotas[i]?.baseShare ?? 0,
-      floorShare: opts.floorPpm,
-    };
+    const clients: Client[] = [];
+    const k = opts.clients.perRegionMax > 0 ? workRng.int(0, opts.clients.perRegionMax) : 0;
+    for (let c = 0; c < k; c++)
+      clients.push({ name: `${id}c${c}`, seq: 0, lease: undefined, acquiring: false });
     return {
       id,
+      index: i,
       offsetUs,
-      region: new ModelRegion(id, limit, timing, opts.bugs, EPOCH_US + offsetUs),
+      redis: new ModelRedis(id, timing, opts.bugs, EPOCH_US + offsetUs),
+      view: viewOf(i, oldSpec),
       daemon: undefined,
+      life: 0,
+      fifoUs: 0,
       demandPerSec: 0,
+      clients,
+      stalledUntilUs: 0,
     };
   });
+  const anyClients = nodes.some((x) => x.clients.length > 0);
+  if (anyClients && opts.algorithm !== "token_bucket") {
+    throw new RangeError(`leased clients need the token bucket, not ${opts.algorithm}`);
+  }
   const localNow = (node: Node): number => clock.nowUs() + EPOCH_US + node.offsetUs;
+  const realOf = (node: Node, localUs: number): number => localUs - EPOCH_US - node.offsetUs;
+
+  // ---- oracles (a policy change adds the old/new ones)
+  let boundCapacity = opts.capacity;
+  let boundRate = opts.refillPerSecond;
+  let change:
+    | {
+        readonly newSpec: PolicySpec;
+        readonly oracleOld: WindowOracle;
+        readonly oracleNew: WindowOracle;
+        /** Admissions before this instant feed the old oracle. */
+        firstShrinkUs: number;
+        /** Admissions from this instant on feed the new oracle. */
+        newFromUs: number;
+      }
+    | undefined;
+  let oracle = new WindowOracle(opts.capacity, opts.refillPerSecond);
+  const admit = (cost: number): void => {
+    const now = clock.nowUs();
+    oracle.admit(now, cost);
+    if (oracle.violation !== undefined) fail(oracle.violation);
+    if (change !== undefined) {
+      if (now < change.firstShrinkUs) {
+        change.oracleOld.admit(now, cost);
+        if (change.oracleOld.violation !== undefined) fail(`old policy: ${change.oracleOld.violation}`);
+      }
+      if (now >= change.newFromUs) {
+        change.oracleNew.admit(now, cost);
+        if (change.oracleNew.violation !== undefined) fail(`new policy: ${change.oracleNew.violation}`);
+      }
+    }
+    if (now >= measureFromUs && now < opts.durationUs) admittedInWindow += cost;
+  };
 
   // Breakpoints of a region's share become (no-op) events, so the per-event
   // check also runs at every instant a share changes without a script.
   const scheduleBreakpoints = (node: Node): void => {
-    for (const bp of node.region.breakpoints(localNow(node))) {
-      const real = bp - EPOCH_US - node.offsetUs;
+    for (const bp of node.redis.breakpoints(node.view.limit, localNow(node))) {
+      const real = realOf(node, bp);
       if (pending.has(real)) continue;
       pending.add(real);
       clock.at(real, () => pending.delete(real));
@@ -96,43 +231,287 @@ export function runModel(opts: ModelOptions): ModelResult {
 
   const checkShares = (): void => {
     let sum = 0;
-    for (const node of nodes) sum += node.region.shareAt(localNow(node));
+    for (const node of nodes) sum += node.redis.shareAt(node.view.limit, localNow(node));
     if (sum - U > worstShareExcess) worstShareExcess = sum - U;
     if (sum > U) {
-      const parts = nodes.map((x) => `${x.id}=${x.region.shareAt(localNow(x))}`).join(" ");
+      const parts = nodes.map((x) => `${x.id}=${x.redis.shareAt(x.view.limit, localNow(x))}`).join(" ");
       fail(`Σ shares ${sum} > U (${parts})`);
     }
   };
 
-  // ---- daemons and rounds
-  const startDaemon = (node: Node): void => {
-    const peers = ids.filter((p) => p !== node.id);
-    node.daemon = new ModelDaemon(
-      {
-        region: node.region,
-        peers,
-        quotas,
-        refillPerSecond: opts.refillPerSecond,
-        fullSyncEveryRounds: opts.fullSyncEveryRounds,
-        nowUs: () => localNow(node),
-        send: (to, frame) => net.send(node.id, to, frame),
-        touched: () => scheduleBreakpoints(node),
-        relendBorrowed: opts.bugs.relendBorrowed === true,
-      },
-      stats,
-    );
-    const d = node.daemon;
-    const tick = (): void => {
-      if (node.daemon !== d) return; // a restarted daemon's old timer
-      d.round();
-      clock.schedule(workRng.int(opts.roundMinUs, opts.roundMaxUs), tick);
-    };
-    clock.schedule(workRng.int(0, opts.roundMaxUs), tick);
+  /**
+   * Leased tokens a region's clients can still spend or Redis still counts:
+   * Redis's unexpired leases, plus what clients hold of leases Redis no longer
+   * records (a wipe or a failover forgot them; the clients spend them anyway).
+   */
+  const leasedOf = (
+    node: Node,
+    recorded: ReadonlyMap<string, { tokens: number; expiryUs: number }>,
+  ): number => {
+    const local = localNow(node);
+    let sum = 0;
+    for (const l of recorded.values()) if (local < l.expiryUs) sum += l.tokens;
+    const now = clock.nowUs();
+    for (const c of node.clients) {
+      const l = c.lease;
+      if (l === undefined || now >= l.stopAtUs) continue;
+      const r = recorded.get(l.id);
+      if (r === undefined || local >= r.expiryUs) sum += l.tokens - l.used;
+    }
+    return sum;
   };
+
+  const checkLeases = (): void => {
+    let capScaled = 0;
+    let overScaled = 0;
+    let bound = boundCapacity;
+    for (const node of nodes) {
+      const limit = node.view.limit;
+      if (limit.capacity > bound) bound = limit.capacity;
+      const s = node.redis.shareAt(limit, localNow(node));
+      capScaled += limit.capacity * s;
+      const leased = leasedOf(node, node.redis.key.leases);
+      const b = node.redis.tokensAt(limit, localNow(node));
+      const tokens = b === undefined ? 0 : b.tokens;
+      // Exact in the model's own arithmetic: the bucket is clamped to capacityOf(C, s, leased).
+      const ok =
+        tokens >= 0
+          ? tokens <= capacityOf(limit.capacity, s, leased)
+          : 0 <= capacityOf(limit.capacity, s, leased);
+      if (!ok) overScaled += U * (leased + Math.max(0, tokens)) - limit.capacity * s;
+    }
+    if (overScaled > 0 && capScaled + overScaled > bound * U) {
+      const parts = nodes
+        .map((x) => {
+          const b = x.redis.tokensAt(x.view.limit, localNow(x));
+          return `${x.id}: s=${x.redis.shareAt(x.view.limit, localNow(x))} leased=${leasedOf(x, x.redis.key.leases)} bucket=${b?.tokens ?? "-"}`;
+        })
+        .join("; ");
+      fail(
+        `leased + bucket exceeds the capacity of the shares: Σ = ${(capScaled + overScaled) / U} > C = ${bound} (${parts})`,
+      );
+    }
+  };
+
+  // ---- the daemons
+  const sessionUp = (a: Node, b: Node): boolean =>
+    a.daemon !== undefined && b.daemon !== undefined && !net.isCut(a.id, b.id) && !net.isCut(b.id, a.id);
+  const sessions = new Map<string, boolean>();
+  /** After a change of who can talk to whom: peers whose session came up exchange full state (Mesh onPeerUp). */
+  const refreshSessions = (): void => {
+    for (const a of nodes) {
+      for (const b of nodes) {
+        if (a === b) continue;
+        const key = `${a.id}>${b.id}`;
+        const up = sessionUp(a, b);
+        const was = sessions.get(key) ?? false;
+        sessions.set(key, up);
+        if (up && !was) {
+          const life = a.life;
+          clock.schedule(daemonRng.int(2_000, 60_000), () => {
+            if (a.life !== life || !sessionUp(a, b)) return;
+            asyncTouched = true;
+            a.daemon?.peerUp(b.id);
+          });
+        }
+      }
+    }
+  };
+
+  const execFor = (node: Node, life: number) => {
+    return <T>(op: (nowUs: number) => T): Promise<T> => {
+      // A dead daemon sends nothing more; its awaits never resume.
+      if (node.life !== life) return new Promise<T>(() => {});
+      return new Promise<T>((resolve, reject) => {
+        const at = Math.max(clock.nowUs() + redisRng.int(100, 1_500), node.fifoUs);
+        node.fifoUs = at;
+        clock.at(at, () => {
+          asyncTouched = true;
+          try {
+            resolve(op(localNow(node)));
+          } catch (err) {
+            reject(err);
+          }
+          scheduleBreakpoints(node);
+        });
+      });
+    };
+  };
+
+  const waitFor = (node: Node, life: number) => (): Promise<boolean> => {
+    if (node.life !== life) return new Promise<boolean>(() => {});
+    const stalled = clock.nowUs() < node.stalledUntilUs;
+    const timeout = stalled || redisRng.chance(opts.faults.waitFailRate);
+    const at = Math.max(clock.nowUs() + (timeout ? WAIT_TIMEOUT_US : redisRng.int(200, 3_000)), node.fifoUs);
+    node.fifoUs = at;
+    return new Promise<boolean>((resolve) => {
+      clock.at(at, () => {
+        asyncTouched = true;
+        if (timeout) {
+          stats.waitFailures++;
+          resolve(false);
+          return;
+        }
+        node.redis.replicate();
+        resolve(true);
+      });
+    });
+  };
+
+  const startDaemon = (node: Node): void => {
+    node.life++;
+    const life = node.life;
+    const store: DaemonStore = createModelDaemonStore({
+      region: node.id,
+      redis: () => node.redis,
+      exec: execFor(node, life),
+      waitDurable: waitFor(node, life),
+    });
+    const timers: DaemonTimers = {
+      setTimeout: (fn, ms) =>
+        clock.schedule(Math.max(0, Math.round(ms * 1000)), () => {
+          if (node.life !== life) return;
+          asyncTouched = true;
+          fn();
+        }),
+      clearTimeout: (handle) => clock.cancel(handle as number),
+    };
+    const dRng = daemonRng.fork();
+    const daemon = new GossipDaemon(
+      {
+        region: node.id,
+        peers: ids,
+        round: { minMs: opts.roundMinUs / 1000, maxMs: opts.roundMaxUs / 1000 },
+        digestEveryRounds: opts.fullSyncEveryRounds,
+        digestBuckets: 1,
+        reweighting: opts.reweighting,
+      },
+      {
+        store,
+        link: {
+          send: (peer, bytes) => {
+            if (node.life !== life) return false;
+            const p = nodes.find((x) => x.id === peer);
+            if (p === undefined || !sessionUp(node, p)) return false;
+            net.send(node.id, peer, bytes);
+            return true;
+          },
+          isUp: (peer) => {
+            const p = nodes.find((x) => x.id === peer);
+            return node.life === life && p !== undefined && sessionUp(node, p);
+          },
+        },
+        policies: {
+          resolve: (tenant, resource) => {
+            if (tenant !== MODEL_TENANT || resource !== MODEL_RESOURCE) {
+              throw new Error(`no policy for ${tenant}|${resource}`);
+            }
+            if (opts.bugs.relendBorrowed === true) {
+              // Bug (b): lend from the current share (borrowed units too), floor 0.
+              const share = node.redis.shareAt(node.view.limit, localNow(node));
+              const regions = node.view.regions.map((q) =>
+                q.region === node.id ? { ...q, baseShare: share + q.baseShare, floorShare: 0 } : q,
+              );
+              return { policy: node.view.policy, regions };
+            }
+            return { policy: node.view.policy, regions: node.view.regions };
+          },
+        },
+        random: () => dRng.float(),
+        now: () => clock.nowUs() / 1000,
+        wallNowMs: () => Math.floor(localNow(node) / 1000),
+        timers,
+        onError: (where, err) => {
+          if (node.life !== life) return;
+          asyncError ??= `daemon ${node.id} ${where}: ${err instanceof Error ? err.message : String(err)}`;
+        },
+      },
+    );
+    node.daemon = daemon;
+    // redis-port.ts: the daemon process polls the primary's replication id.
+    const poll = (): void => {
+      if (node.life !== life) return;
+      void execFor(node, life)((now) => node.redis.checkPrimary(now));
+      clock.schedule(PRIMARY_CHECK_US, poll);
+    };
+    clock.schedule(daemonRng.int(1, PRIMARY_CHECK_US), poll);
+    daemon.start();
+    refreshSessions();
+  };
+
+  const killDaemon = (node: Node): void => {
+    const d = node.daemon;
+    if (d === undefined) return;
+    node.life++;
+    node.daemon = undefined;
+    // Its timer is cancelled; a round in flight never resumes (its commands go nowhere).
+    void d.stop();
+    refreshSessions();
+  };
+
   for (const node of nodes) {
-    net.addNode(node.id, (from, frame) => node.daemon?.receive(from, frame));
-    startDaemon(node);
+    net.addNode(node.id, (from, bytes) => {
+      const d = node.daemon;
+      if (d === undefined) return;
+      asyncTouched = true;
+      d.onFrame(from, bytes);
+    });
   }
+  for (const node of nodes) startDaemon(node);
+
+  // ---- in-process leased clients (limiter LeasedClient semantics, model scripts)
+  const releaseOf = (c: Client): { leaseId: string; used: number } | undefined => {
+    const l = c.lease;
+    if (l === undefined || clock.nowUs() >= l.stopAtUs) return undefined;
+    return { leaseId: l.id, used: l.used };
+  };
+  const acquire = (node: Node, c: Client): void => {
+    c.acquiring = true;
+    const sentUs = clock.nowUs();
+    const release = releaseOf(c);
+    c.lease = undefined; // stops using the old lease when it sends the renewal
+    const id = `${c.name}.${++c.seq}`;
+    const tokens = workRng.int(1, opts.clients.batchMax);
+    const durationUs = workRng.int(opts.clients.leaseMinUs, opts.clients.leaseMaxUs);
+    clock.schedule(redisRng.int(100, 2_000), () => {
+      const r = node.redis.acquireLease(node.view.limit, release, id, tokens, durationUs, localNow(node));
+      scheduleBreakpoints(node);
+      clock.schedule(redisRng.int(100, 2_000), () => {
+        c.acquiring = false;
+        if (r.granted <= 0) return;
+        stats.leases++;
+        c.lease = {
+          id,
+          tokens: r.granted,
+          used: 0,
+          stopAtUs:
+            (opts.bugs.leaseFromReceipt === true ? clock.nowUs() : sentUs) +
+            durationUs -
+            opts.clients.marginUs,
+          expiryLocalUs: r.expiryUs,
+        };
+      });
+    });
+  };
+  const serveLeased = (node: Node, c: Client, cost: number): boolean => {
+    const l = c.lease;
+    if (l !== undefined && clock.nowUs() < l.stopAtUs && l.tokens - l.used >= cost) {
+      l.used += cost;
+      return true;
+    }
+    if (!c.acquiring) acquire(node, c);
+    return false;
+  };
+  const closeEarly = (node: Node, c: Client): void => {
+    const release = releaseOf(c);
+    c.lease = undefined;
+    if (release !== undefined) {
+      clock.schedule(redisRng.int(100, 2_000), () => {
+        node.redis.releaseLease(node.view.limit, release.leaseId, release.used, localNow(node));
+        scheduleBreakpoints(node);
+      });
+    }
+  };
 
   // ---- workload
   let demandOn = true;
@@ -149,17 +528,19 @@ export function runModel(opts: ModelOptions): ModelResult {
       return;
     }
     const cost = opts.maxCost > 1 ? workRng.int(1, opts.maxCost) : 1;
-    const now = clock.nowUs();
-    if (node.region.check(cost, localNow(node))) {
-      oracle.admit(now, cost);
-      if (oracle.violation !== undefined) fail(oracle.violation);
-      if (now >= measureFromUs && now < opts.durationUs) admittedInWindow += cost;
+    let allowed: boolean;
+    if (node.clients.length > 0 && workRng.chance(opts.clients.leasedFraction)) {
+      allowed = serveLeased(node, workRng.pick(node.clients), cost);
     } else {
-      denied += cost;
+      allowed = node.redis.check(node.view.limit, cost, localNow(node));
+      scheduleBreakpoints(node);
     }
+    if (allowed) admit(cost);
+    else denied += cost;
     const meanGapUs = 1e6 / rate;
     clock.schedule(Math.max(1, Math.round(workRng.exponential(meanGapUs))), () => arrival(node));
   };
+  const rateNow = (): number => nodes[0]?.view.limit.refillPerSecond ?? opts.refillPerSecond;
   const setPhase = (): void => {
     if (opts.demand.kind === "phases") return;
     if (opts.demand.kind === "hot") {
@@ -169,7 +550,7 @@ export function runModel(opts: ModelOptions): ModelResult {
       });
       return;
     }
-    const r = opts.refillPerSecond;
+    const r = rateNow();
     if (workRng.chance(0.6)) {
       const hot = workRng.int(0, n - 1);
       nodes.forEach((x, i) => {
@@ -198,6 +579,18 @@ export function runModel(opts: ModelOptions): ModelResult {
       setPhase();
     });
   }
+  if (opts.clients.closeEveryUs > 0) {
+    for (const node of nodes) {
+      for (const c of node.clients) {
+        const next = (): void => {
+          if (!demandOn) return;
+          closeEarly(node, c);
+          clock.schedule(Math.round(workRng.exponential(opts.clients.closeEveryUs)) + 1, next);
+        };
+        clock.schedule(Math.round(workRng.exponential(opts.clients.closeEveryUs)) + 1, next);
+      }
+    }
+  }
 
   // ---- faults
   const faultWindow = (): number => faultRng.int(500_000, Math.max(600_000, opts.durationUs - 1_000_000));
@@ -207,7 +600,11 @@ export function runModel(opts: ModelOptions): ModelResult {
       const shuffled = faultRng.shuffle([...ids]);
       const k = faultRng.int(1, n - 1);
       net.partition(shuffled.slice(0, k), shuffled.slice(k), { oneWay: faultRng.chance(0.2) });
-      clock.schedule(faultRng.int(500_000, 5_000_000), () => net.heal());
+      refreshSessions();
+      clock.schedule(faultRng.int(500_000, 5_000_000), () => {
+        net.heal();
+        refreshSessions();
+      });
       clock.schedule(Math.round(faultRng.exponential(opts.faults.partitionEveryUs)) + 1, partition);
     };
     clock.schedule(Math.round(faultRng.exponential(opts.faults.partitionEveryUs)) + 1, partition);
@@ -215,14 +612,37 @@ export function runModel(opts: ModelOptions): ModelResult {
   for (const iso of opts.faults.isolations ?? []) {
     const id = ids[iso.isolate];
     if (id === undefined) continue;
-    clock.at(iso.atUs, () => net.isolate(id));
-    clock.at(iso.untilUs, () => net.heal());
+    clock.at(iso.atUs, () => {
+      net.isolate(id);
+      refreshSessions();
+    });
+    clock.at(iso.untilUs, () => {
+      net.heal();
+      refreshSessions();
+    });
   }
-  for (let i = 0; i < opts.faults.stateLosses; i++) {
-    const node = faultRng.pick(nodes);
-    clock.at(faultWindow(), () => {
-      node.region.wipe(localNow(node));
+  for (const down of opts.faults.daemonDowns ?? []) {
+    const node = nodes[down.region];
+    if (node === undefined) continue;
+    clock.at(down.atUs, () => killDaemon(node));
+    clock.at(down.untilUs, () => {
+      if (node.daemon === undefined) startDaemon(node);
+    });
+  }
+  const wipes = (opts.faults.wipes ?? []).map((w) => ({ node: nodes[w.region], atUs: w.atUs }));
+  for (let i = 0; i < opts.faults.stateLosses; i++)
+    wipes.push({ node: faultRng.pick(nodes), atUs: faultWindow() });
+  for (const { node, atUs } of wipes) {
+    if (node === undefined) continue;
+    clock.at(atUs, () => {
+      node.redis.wipe(localNow(node));
       scheduleBreakpoints(node);
+      if (opts.known.stateLossDaemonUp !== true && node.daemon !== undefined) {
+        killDaemon(node);
+        clock.schedule(daemonRng.int(0, 500_000), () => {
+          if (node.daemon === undefined) startDaemon(node);
+        });
+      }
     });
   }
   for (let i = 0; i < opts.faults.daemonRestarts; i++) {
@@ -230,32 +650,135 @@ export function runModel(opts: ModelOptions): ModelResult {
     const at = faultWindow();
     const downUs = faultRng.int(0, 1_000_000);
     clock.at(at, () => {
-      node.daemon = undefined;
+      killDaemon(node);
       clock.schedule(downUs, () => {
         if (node.daemon === undefined) startDaemon(node);
       });
     });
   }
+  // The replication stream: the replica catches up every 1–200 ms unless stalled.
+  for (const node of nodes) {
+    const stream = (): void => {
+      if (clock.nowUs() >= node.stalledUntilUs) node.redis.replicate();
+      clock.schedule(redisRng.int(1_000, 200_000), stream);
+    };
+    clock.schedule(redisRng.int(1_000, 200_000), stream);
+  }
+  const stalls: { node: Node; endUs: number }[] = [];
+  for (let i = 0; i < opts.faults.replicaStalls; i++) {
+    const node = faultRng.pick(nodes);
+    const at = faultWindow();
+    const len = faultRng.int(100_000, 2_000_000);
+    stalls.push({ node, endUs: at + len });
+    clock.at(at, () => {
+      node.stalledUntilUs = Math.max(node.stalledUntilUs, clock.nowUs() + len);
+    });
+  }
+  for (let i = 0; i < opts.faults.failovers; i++) {
+    // Half of the failovers end a replica stall (the writes of the stall are lost).
+    const stall = stalls.length > 0 && faultRng.chance(0.5) ? faultRng.pick(stalls) : undefined;
+    const node = stall?.node ?? faultRng.pick(nodes);
+    const at = stall?.endUs ?? faultWindow();
+    const downBeforeUs =
+      opts.faults.daemonDownAtFailoverUs > 0 ? faultRng.int(0, opts.faults.daemonDownAtFailoverUs) : -1;
+    const downAfterUs =
+      opts.faults.daemonDownAtFailoverUs > 0 ? faultRng.int(0, opts.faults.daemonDownAtFailoverUs) : 0;
+    if (downBeforeUs >= 0) clock.at(Math.max(0, at - downBeforeUs), () => killDaemon(node));
+    // Longer than any stall (2 s) plus a stream interval (200 ms): the replica
+    // holds exactly what it had received when the primary died.
+    clock.at(Math.max(0, at - REPLICA_ARM_US), () => {
+      node.redis.replicaArmed++;
+    });
+    clock.at(at, () => {
+      node.redis.replicaArmed--;
+      stats.failovers++;
+      stats.lostWrites += node.redis.failover();
+      node.stalledUntilUs = 0;
+      scheduleBreakpoints(node);
+      if (downBeforeUs >= 0) {
+        clock.schedule(downAfterUs, () => {
+          if (node.daemon === undefined) startDaemon(node);
+        });
+      }
+    });
+  }
+
+  // ---- a policy change (DESIGN §3: shrink at once, grow after everyone shrank + growAfterUs)
+  if (opts.faults.policyChanges > 0) {
+    const at = faultRng.int(1_000_000, Math.max(1_500_000, Math.floor(opts.durationUs / 2)));
+    const newRate = policyRng.pick([
+      opts.refillPerSecond,
+      Math.max(2, Math.floor(opts.refillPerSecond / 2)),
+      opts.refillPerSecond * 2,
+    ]);
+    const newSpec: PolicySpec = {
+      capacity: policyRng.int(Math.max(2, Math.floor(newRate / 10)), newRate),
+      refillPerSecond: newRate,
+      bases: basesFor(n, policyRng, opts.floorPpm),
+    };
+    const minSpec: PolicySpec = {
+      capacity: Math.min(oldSpec.capacity, newSpec.capacity),
+      refillPerSecond: Math.min(oldSpec.refillPerSecond, newSpec.refillPerSecond),
+      bases: oldSpec.bases.map((b, i) => Math.min(b, newSpec.bases[i] ?? 0)),
+    };
+    const learnUs = nodes.map(() => at + policyRng.int(0, 1_500_000));
+    const allShrunkUs = Math.max(...learnUs);
+    const growAt = nodes.map(() => allShrunkUs + opts.policyRule.growAfterUs + policyRng.int(0, 300_000));
+    const lastGrowUs = Math.max(...growAt);
+    boundCapacity = Math.max(oldSpec.capacity, newSpec.capacity);
+    boundRate = Math.max(oldSpec.refillPerSecond, newSpec.refillPerSecond);
+    oracle = new WindowOracle(boundCapacity, boundRate);
+    change = {
+      newSpec,
+      oracleOld: new WindowOracle(oldSpec.capacity, oldSpec.refillPerSecond),
+      oracleNew: new WindowOracle(newSpec.capacity, newSpec.refillPerSecond),
+      firstShrinkUs: Math.min(...learnUs),
+      // Every region applied it, and every lease granted before has expired.
+      newFromUs: lastGrowUs + opts.loanDurationUs + opts.epsilonUs,
+    };
+    nodes.forEach((node, i) => {
+      clock.at(learnUs[i] ?? at, () => {
+        node.view = viewOf(i, minSpec);
+        scheduleBreakpoints(node);
+      });
+      clock.at(growAt[i] ?? at, () => {
+        node.view = viewOf(i, newSpec);
+        scheduleBreakpoints(node);
+      });
+    });
+  }
+
   clock.at(opts.durationUs, () => {
     demandOn = false;
     net.heal();
     net.setDefaultLink({ dropRate: 0, duplicateRate: 0 });
-    for (const node of nodes) if (node.daemon === undefined) startDaemon(node);
+    for (const node of nodes) {
+      node.stalledUntilUs = 0;
+      if (node.daemon === undefined) startDaemon(node);
+    }
+    refreshSessions();
   });
 
   // ---- run, checking after every event
   const endUs = opts.durationUs + opts.quiesceUs;
+  const drain = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
   try {
     checkShares();
     while (clock.nowUs() <= endUs && clock.step()) {
+      if (asyncTouched) {
+        asyncTouched = false;
+        await drain();
+      }
+      if (asyncError !== undefined) fail(asyncError);
       checkShares();
+      if (anyClients) checkLeases();
       if (reweightUs === undefined && opts.demand.kind === "hot" && opts.demand.shiftAtUs !== undefined) {
         const shiftAt = opts.demand.shiftAtUs;
         const node = nodes[1];
         if (
           node !== undefined &&
           clock.nowUs() >= shiftAt &&
-          node.region.shareAt(localNow(node)) >= 0.95 * hotShareTarget
+          node.redis.shareAt(node.view.limit, localNow(node)) >= 0.95 * hotShareTarget
         ) {
           reweightUs = clock.nowUs() - shiftAt;
         }
@@ -264,13 +787,15 @@ export function runModel(opts: ModelOptions): ModelResult {
     const first = nodes[0];
     if (first !== undefined) {
       for (const node of nodes.slice(1)) {
-        if (!sameCounters(first.region.key.counters, node.region.key.counters)) {
+        if (!sameCounters(first.redis.key.counters, node.redis.key.counters)) {
           fail(`counters of ${first.id} and ${node.id} did not converge after heal`);
         }
       }
     }
   } catch (e) {
     if (!(e instanceof CheckFailed)) throw e;
+  } finally {
+    for (const node of nodes) killDaemon(node);
   }
   const measuredUs = opts.durationUs - measureFromUs;
   return {
@@ -283,8 +808,12 @@ export function runModel(opts: ModelOptions): ModelResult {
     worstWindowExcess: oracle.worstExcessScaled / 1e6,
     utilization: measuredUs > 0 ? (admittedInWindow * 1e6) / (opts.refillPerSecond * measuredUs) : 0,
     reweightUs,
-    loansGranted: stats.grants,
-    returns: stats.returns,
+    loansGranted: nodes.reduce((a, x) => a + x.redis.grants, 0),
+    returns: nodes.reduce((a, x) => a + x.redis.returns, 0),
+    leases: stats.leases,
+    failovers: stats.failovers,
+    lostWrites: stats.lostWrites,
+    waitFailures: stats.waitFailures,
     events: clock.executed,
   };
 }

@@ -4,6 +4,7 @@ import type { ModelOptions } from "./types.js";
 
 export const DEFAULT_MODEL_OPTIONS: Omit<ModelOptions, "seed"> = {
   regions: 3,
+  algorithm: "token_bucket",
   capacity: 40,
   refillPerSecond: 100,
   floorPpm: 20_000,
@@ -12,7 +13,7 @@ export const DEFAULT_MODEL_OPTIONS: Omit<ModelOptions, "seed"> = {
   clockSpreadUs: 500_000,
   roundMinUs: 200_000,
   roundMaxUs: 500_000,
-  durationUs: 12_000_000,
+  durationUs: 8_000_000,
   quiesceUs: 3_500_000,
   fullSyncEveryRounds: 6,
   maxCost: 1,
@@ -25,25 +26,48 @@ export const DEFAULT_MODEL_OPTIONS: Omit<ModelOptions, "seed"> = {
     partitionEveryUs: 0,
     stateLosses: 0,
     daemonRestarts: 0,
+    failovers: 0,
+    replicaStalls: 0,
+    waitFailRate: 0,
+    daemonDownAtFailoverUs: 0,
+    policyChanges: 0,
   },
+  clients: {
+    perRegionMax: 0,
+    leasedFraction: 0.7,
+    batchMax: 10,
+    leaseMinUs: 100_000,
+    leaseMaxUs: 3_000_000,
+    closeEveryUs: 0,
+    marginUs: 0,
+  },
+  reweighting: true,
+  policyRule: { growAfterUs: 3_500_000 },
+  known: {},
   bugs: {},
 };
 
 /**
  * The random scenario of a seed: 3–5 regions, limits, clock offsets at up to
  * the full 2ε spread, lossy/duplicating/reordering links, partitions, state
- * losses and daemon restarts. Overrides win (used by the targeted tests).
+ * losses, daemon restarts, replica stalls and WAIT timeouts, failovers (some
+ * with the daemon down), leased clients, a policy change. Overrides win (used
+ * by the targeted tests); a fault listed in `known` is off unless enabled.
  */
 export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, "seed">> = {}): ModelOptions {
   const rng = new Rng(seed ^ 0x5eed);
-  const refillPerSecond = rng.pick([20, 50, 100]);
+  const refillPerSecond = rng.pick([10, 20, 50]);
+  const loanDurationUs = 3_000_000;
+  const epsilonUs = 250_000;
   const base: ModelOptions = {
     ...DEFAULT_MODEL_OPTIONS,
     seed,
-    regions: rng.int(3, 5),
+    regions: rng.pick([3, 3, 4, 5]),
     refillPerSecond,
     capacity: rng.int(Math.max(2, refillPerSecond / 10), refillPerSecond),
     maxCost: rng.chance(0.3) ? 3 : 1,
+    epsilonUs,
+    loanDurationUs,
     faults: {
       dropRate: rng.pick([0, 0.05, 0.2]),
       duplicateRate: rng.pick([0, 0.05, 0.2]),
@@ -52,7 +76,39 @@ export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, 
       partitionEveryUs: rng.pick([0, 3_000_000, 6_000_000]),
       stateLosses: rng.pick([0, 0, 1, 2]),
       daemonRestarts: rng.pick([0, 1, 2]),
+      failovers: rng.pick([0, 0, 1, 2]),
+      replicaStalls: rng.pick([0, 1, 2]),
+      waitFailRate: rng.pick([0, 0, 0.1, 0.3]),
+      daemonDownAtFailoverUs: rng.pick([0, 500_000, 2_000_000]),
+      policyChanges: rng.chance(0.3) ? 1 : 0,
     },
+    clients: {
+      ...DEFAULT_MODEL_OPTIONS.clients,
+      perRegionMax: rng.pick([0, 1, 2]),
+      batchMax: rng.pick([1, 5, Math.max(2, Math.floor(refillPerSecond / 4))]),
+      leaseMaxUs: rng.pick([500_000, 1_500_000, loanDurationUs]),
+      closeEveryUs: rng.pick([0, 300_000, 2_000_000]),
+    },
+    policyRule: { growAfterUs: loanDurationUs + 2 * epsilonUs },
   };
-  return { ...base, ...overrides, seed };
+  const known = overrides.known ?? {};
+  let faults =
+    known.waitFailures === true ? base.faults : { ...base.faults, waitFailRate: 0, replicaStalls: 0 };
+  let clients = base.clients;
+  let reweighting = true;
+  // A quarter of the seeds run leased clients on static slices, where today's
+  // code keeps them safe; anywhere shares move they are a known violation.
+  const staticSlices = rng.chance(0.25);
+  if (known.leasedClients !== true) {
+    if (staticSlices) {
+      reweighting = false;
+      clients = { ...clients, perRegionMax: Math.max(1, clients.perRegionMax) };
+      faults = { ...faults, failovers: 0, stateLosses: 0 };
+    } else {
+      clients = { ...clients, perRegionMax: 0 };
+    }
+  }
+  // GCRA (the other rate algorithm) on a quarter of the seeds without clients.
+  const algorithm = clients.perRegionMax === 0 && rng.chance(0.25) ? "gcra" : "token_bucket";
+  return { ...base, algorithm, faults, clients, reweighting, known, ...overrides, seed };
 }

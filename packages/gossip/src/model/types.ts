@@ -10,6 +10,8 @@ export interface PlantedBugs {
   readonly skipRecovery?: boolean;
   /** (d) trap 1: lazy refill credits the share in force at `now` over the whole interval. */
   readonly coarseRefill?: boolean;
+  /** (e) trap 6: the leased client times its lease from the reply instead of from the send. */
+  readonly leaseFromReceipt?: boolean;
 }
 
 export interface FaultOptions {
@@ -24,12 +26,94 @@ export interface FaultOptions {
   readonly stateLosses: number;
   /** Daemon restarts (memory lost, Redis kept) during the run. */
   readonly daemonRestarts: number;
+  /** Failovers: the region's replica is promoted and the writes it had not received are lost. */
+  readonly failovers: number;
+  /**
+   * Replica stalls: the replication stream stops for 0.1–2 s (WAITs in it time
+   * out, so grants and returns are held back); a failover may end one.
+   */
+  readonly replicaStalls: number;
+  /** Probability that any one WAIT times out although the replica is streaming. */
+  readonly waitFailRate: number;
+  /** The daemon of a region that fails over is down from before the failover for up to this long (0: stays up). */
+  readonly daemonDownAtFailoverUs: number;
+  /** Policy changes (C, r and every region's weight) during the run: 0 or 1. */
+  readonly policyChanges: number;
+  /** Scripted state losses of region index `region` at `atUs` (targeted tests). */
+  readonly wipes?: readonly { readonly atUs: number; readonly region: number }[];
+  /** Scripted daemon outages of region index `region` over [atUs, untilUs) (targeted tests). */
+  readonly daemonDowns?: readonly {
+    readonly atUs: number;
+    readonly untilUs: number;
+    readonly region: number;
+  }[];
   /** Scripted isolations of region index `isolate` over [atUs, untilUs) (targeted tests). */
   readonly isolations?: readonly {
     readonly atUs: number;
     readonly untilUs: number;
     readonly isolate: number;
   }[];
+}
+
+/** In-process leased clients (DESIGN §7) using the model's lease scripts. */
+export interface ClientOptions {
+  /** Clients per region (each region draws 0..perRegionMax). */
+  readonly perRegionMax: number;
+  /** Share of a region's requests its clients serve (the rest go to the check script). */
+  readonly leasedFraction: number;
+  /** Largest batch a client asks for (uniform 1..batchMax). */
+  readonly batchMax: number;
+  /** Lease durations asked, uniform in [min, max] µs (max ≤ D). */
+  readonly leaseMinUs: number;
+  readonly leaseMaxUs: number;
+  /** Mean time between a client's early closes (0: never closes early). */
+  readonly closeEveryUs: number;
+  /** The client stops using a lease this long before send + granted duration. */
+  readonly marginUs: number;
+}
+
+/**
+ * Faults that find violations in today's code (issue 12; the seeds and the
+ * violations are in README-protocol.md). scenarioFor leaves each one out
+ * unless it is switched on here; a test switches each on and asserts the
+ * checkers catch it. Turn them on by default once the fixes have merged.
+ */
+export interface KnownViolations {
+  /**
+   * WAIT timeouts (`faults.waitFailRate`, `faults.replicaStalls`): the daemon
+   * holds back a grant or return whose WAIT failed, but its next round reads
+   * the record back from Redis (every `g|`/`r|` field) and ships it; a
+   * failover then loses it while peers act on it (issue 12 #2).
+   */
+  readonly waitFailures?: boolean;
+  /**
+   * In-process leased clients (`clients.perRegionMax`) wherever shares move:
+   * re-weighting, failovers, state losses. The share backing outstanding
+   * leases is not pinned (lending, early return, lapse), and a failover or a
+   * state loss forgets leases the clients keep spending (issue 12 #1 and the
+   * recovery hole of DESIGN §4). Off: clients run only in the quarter of the
+   * seeds with static slices and neither failovers nor state losses.
+   */
+  readonly leasedClients?: boolean;
+  /**
+   * A state loss (`faults.stateLosses`) under a daemon that keeps running.
+   * Its replicated map still holds every counter entry, so nothing it hears
+   * changes the map and nothing is merged back into the wiped Redis (digest
+   * repair compares maps, not Redis): the region's Redis never re-learns its
+   * peers' counters and "counters converge after heal" fails. Off: a state
+   * loss also restarts the region's daemon.
+   */
+  readonly stateLossDaemonUp?: boolean;
+}
+
+/** How a policy change is applied (DESIGN §3 "Policy changes are replicated state"). */
+export interface PolicyChangeRule {
+  /**
+   * Growth (a larger C, r or base) waits for every region to have applied the
+   * shrink, then this long (loans granted from an old, larger base must have
+   * lapsed: D + 2ε).
+   */
+  readonly growAfterUs: number;
 }
 
 export type DemandMode =
@@ -46,6 +130,8 @@ export type DemandMode =
 export interface ModelOptions {
   readonly seed: number;
   readonly regions: number;
+  /** The key's rate algorithm (leases are token-bucket only: clients need "token_bucket"). */
+  readonly algorithm: "token_bucket" | "gcra";
   readonly capacity: number;
   readonly refillPerSecond: number;
   readonly floorPpm: number;
@@ -63,6 +149,11 @@ export interface ModelOptions {
   readonly maxCost: number;
   readonly demand: DemandMode;
   readonly faults: FaultOptions;
+  readonly clients: ClientOptions;
+  /** False: daemons never lend or borrow (static slices; DaemonOptions.reweighting). */
+  readonly reweighting: boolean;
+  readonly policyRule: PolicyChangeRule;
+  readonly known: KnownViolations;
   readonly bugs: PlantedBugs;
 }
 
@@ -83,5 +174,10 @@ export interface ModelResult {
   readonly reweightUs: number | undefined;
   readonly loansGranted: number;
   readonly returns: number;
+  readonly leases: number;
+  readonly failovers: number;
+  /** Writes a failover lost (summed over failovers). */
+  readonly lostWrites: number;
+  readonly waitFailures: number;
   readonly events: number;
 }

@@ -1,0 +1,157 @@
+// The daemon's store port (daemon/store-port.ts) implemented by the pure model
+// of a region's Redis, with the same translation and the same behaviour as the
+// Redis adapter (daemon/redis-port.ts over the limiter's GossipStore) today:
+// every method is one or more scripts, each atomic at the region's Redis TIME
+// of the instant it runs; grants and returns wait for a replica (WAIT) and are
+// reported only when durable; readKey reports every `g|`/`r|` field Redis
+// holds. Keep this file in step with redis-port.ts.
+import { KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
+import { type KeyLimit, loanUsable, type ReceivedLoan } from "@geoquota/lease";
+import type { KeyPolicy } from "@geoquota/limiter";
+import type { DaemonStore, KeyState } from "../daemon/store-port.js";
+import type { InboundLoan } from "../policy/index.js";
+import type { ModelRedis } from "./region.js";
+
+/** The simulation's only key, as the daemon names it. */
+export const MODEL_TENANT = "tenant";
+export const MODEL_RESOURCE = "resource";
+export const MODEL_KEY = `${MODEL_TENANT}|${MODEL_RESOURCE}`;
+
+/** limiter redis/args.ts keyLimit: a key's policy as the scripts receive it. */
+export function keyLimitOf(policy: KeyPolicy): KeyLimit {
+  const l = policy.limit;
+  return {
+    algorithm: l.algorithm,
+    capacity: l.capacity,
+    refillPerSecond: l.refillPerSecond,
+    ...(l.windowMs !== undefined ? { windowMs: l.windowMs } : {}),
+    baseShare: policy.baseShare,
+    floorShare: policy.floorShare,
+  };
+}
+
+export interface ModelStoreEnv {
+  readonly region: string;
+  readonly redis: () => ModelRedis;
+  /**
+   * Runs one script: `op` executes atomically at a later instant of the
+   * simulated clock with that instant's Redis TIME; the promise settles then.
+   */
+  exec<T>(op: (nowUs: number) => T): Promise<T>;
+  /** WAIT 1 <timeout>: whether a replica acknowledged every write so far (runs after the script). */
+  waitDurable(): Promise<boolean>;
+}
+
+export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
+  const region = env.region;
+  const appliedReturns = new Map<string, number>();
+
+  const limitOf = (policy: KeyPolicy): KeyLimit => {
+    if (policy.tenant !== MODEL_TENANT || policy.resource !== MODEL_RESOURCE) {
+      throw new Error(`model store: unknown key ${policy.tenant}|${policy.resource}`);
+    }
+    return keyLimitOf(policy);
+  };
+
+  return {
+    drainDirty(max) {
+      return env.exec(() => {
+        const r = env.redis();
+        if (!r.dirty || max <= 0) return [];
+        r.dirty = false;
+        return [MODEL_KEY];
+      });
+    },
+
+    sweepKeys(_cursor, _count) {
+      // One key: every pass is one page.
+      return env.exec(() => ({ cursor: "0", keys: [MODEL_KEY] }));
+    },
+
+    readKey(policy): Promise<KeyState> {
+      limitOf(policy);
+      return env.exec((now) => {
+        const r = env.redis();
+        const key = r.key;
+        const eps = r.timing.epsilonUs;
+        const record = KeyRecord.initial();
+        for (const [field, v] of key.counters) {
+          const kind = field.slice(0, 2);
+          const replica = field.slice(2);
+          if (kind === "p|") record.consumed.p.set(replica, v);
+          else if (kind === "n|") record.consumed.n.set(replica, v);
+          else if (kind === "d|") record.denied.set(replica, v);
+        }
+        const current: Record<string, number> = {};
+        for (const [borrower, g] of key.book.granted) {
+          const loan: Loan = {
+            lender: region,
+            borrower,
+            units: g.units,
+            deadlineUs: g.deadlineUs,
+            seq: g.seq,
+          };
+          record.loans.set(`${region}>${borrower}`, loan);
+          if (now < g.deadlineUs + eps) current[borrower] = g.units;
+        }
+        for (const [lender, seq] of key.book.returned) {
+          record.returned.set(`${lender}>${region}`, { lender, borrower: region, seq });
+        }
+        const reserved: Record<string, number> = {};
+        for (const [borrower, entries] of key.book.outstanding) {
+          for (const o of entries) {
+            if (now < o.deadlineUs + eps) reserved[borrower] = Math.max(reserved[borrower] ?? 0, o.units);
+          }
+        }
+        const inUse: InboundLoan[] = [];
+        for (const [lender, l] of key.book.received) {
+          if (loanUsable(l, key.book.returned.get(lender) ?? -1, now, eps)) {
+            inUse.push({ lender, units: l.units, seq: l.seq });
+          }
+        }
+        return { nowUs: now, recovering: r.recovering(now), record, reserved, current, inUse };
+      });
+    },
+
+    async mergeRemote(policy, record) {
+      const limit = limitOf(policy);
+      const loans: ReceivedLoan[] = [];
+      for (const l of record.loans.values()) {
+        if (l.borrower === region) {
+          loans.push({ lender: l.lender, loan: { units: l.units, deadlineUs: l.deadlineUs, seq: l.seq } });
+        }
+      }
+      const counters = new Map<string, number>();
+      for (const [replica, n] of record.consumed.p) counters.set(`p|${replica}`, n);
+      for (const [replica, n] of record.consumed.n) counters.set(`n|${replica}`, n);
+      for (const [replica, n] of record.denied) counters.set(`d|${replica}`, n);
+      await env.exec((now) => env.redis().merge(limit, loans, counters, now));
+      for (const mark of record.returned.values()) {
+        if (mark.lender !== region) continue;
+        const id = `${policy.tenant}|${policy.resource}|${mark.borrower}`;
+        if ((appliedReturns.get(id) ?? -1) >= mark.seq) continue;
+        await env.exec((now) => env.redis().receiveReturn(limit, mark.borrower, mark.seq, now));
+        appliedReturns.set(id, mark.seq);
+      }
+    },
+
+    async grantLoan(policy, borrower, units) {
+      const limit = limitOf(policy);
+      const loan = await env.exec((now) => env.redis().grant(limit, borrower, units, now));
+      if (loan === undefined) return null;
+      // A grant not yet on a replica is held back (redis-port.ts).
+      if (!(await env.waitDurable())) return null;
+      return { lender: region, borrower, units: loan.units, deadlineUs: loan.deadlineUs, seq: loan.seq };
+    },
+
+    async returnLoan(policy, lender, _seq): Promise<ReturnedMark | null> {
+      const limit = limitOf(policy);
+      const seq = await env.exec((now) => env.redis().giveBack(limit, lender, now));
+      const durable = seq > 0 ? await env.waitDurable() : true;
+      if (!durable || seq <= 0) return null;
+      return { lender, borrower: region, seq };
+    },
+
+    async close() {},
+  };
+}

@@ -1,0 +1,202 @@
+// Planted bugs and known violations of today's code, each asserted caught by
+// the whole-protocol simulation of the production daemon (a checker that no
+// bug can fail proves nothing). Each search runs seeds from 1 until a checker
+// fails; the failure names the seed (replay: GQ_SEED=<n>). A known violation
+// test fails once its fix has merged: then move that fault into the default
+// set (scenarioFor's KnownViolations) and drop its test here.
+import { runSeedsAsync } from "@geoquota/sim";
+import { describe, expect, it } from "vitest";
+import {
+  DEFAULT_MODEL_OPTIONS,
+  type FaultOptions,
+  type KnownViolations,
+  type ModelOptions,
+  type ModelResult,
+  type PlantedBugs,
+  runModel,
+  scenarioFor,
+} from "../src/model/index.js";
+
+const QUIET: FaultOptions = { ...DEFAULT_MODEL_OPTIONS.faults, latencyMaxUs: 50_000 };
+
+/**
+ * Region r0 (clock behind by spread/2) is hot and borrows, mostly from r1
+ * (clock ahead by spread/2); isolated at 5 s, its loans lapse unrenewed, so
+ * the borrower's stop (deadline − ε, its clock) and the lender's release
+ * (deadline + ε, its clock) meet at the same real instant when the spread is 2ε.
+ */
+function lapse(bugs: PlantedBugs, clockSpreadUs: number) {
+  return (seed: number): ModelOptions =>
+    scenarioFor(seed, {
+      clockSpreadUs,
+      reweighting: true,
+      clients: DEFAULT_MODEL_OPTIONS.clients,
+      demand: { kind: "hot", ratio: 2 },
+      faults: { ...QUIET, isolations: [{ atUs: 5_000_000, untilUs: 12_000_000, isolate: 0 }] },
+      bugs,
+    });
+}
+
+function mustPass(r: ModelResult): void {
+  if (!r.ok) throw new Error(r.failure ?? `seed ${r.seed} failed`);
+}
+
+/** Searches seeds until a checker fails; returns the first failure (or undefined). */
+async function firstFailing(
+  maxSeeds: number,
+  make: (seed: number) => ModelOptions,
+  firstSeed = 1,
+): Promise<string | undefined> {
+  for (let seed = firstSeed; seed < firstSeed + maxSeeds; seed++) {
+    const r = await runModel(make(seed));
+    if (!r.ok) return r.failure;
+  }
+  return undefined;
+}
+
+function withBugs(bugs: PlantedBugs, faults?: Partial<FaultOptions>) {
+  return (seed: number): ModelOptions => {
+    const base = scenarioFor(seed, { bugs });
+    return faults === undefined ? base : { ...base, faults: { ...base.faults, ...faults } };
+  };
+}
+
+describe("planted bugs make the checkers fail", () => {
+  it("(a) borrower uses a loan until deadline + ε", async () => {
+    const f = await firstFailing(10, lapse({ borrowerLate: true }, 500_000));
+    expect(f, "no seed in 1..10 caught the late borrower").toBeDefined();
+    expect(f).toMatch(/GQ_SEED=\d+/);
+  }, 120_000);
+
+  it("(b) lender re-lends borrowed units and lends below its floor", async () => {
+    const f = await firstFailing(100, withBugs({ relendBorrowed: true }));
+    expect(f, "no seed in 1..100 caught re-lending").toBeDefined();
+  }, 120_000);
+
+  it("(c) recovery skipped after state loss or failover", async () => {
+    const f = await firstFailing(100, withBugs({ skipRecovery: true }, { stateLosses: 2 }));
+    expect(f, "no seed in 1..100 caught the skipped recovery").toBeDefined();
+  }, 120_000);
+
+  it("(d) coarse lazy refill: a share that rose without a script is credited over the whole interval", async () => {
+    // r1 lends to r0 (r0 hot); r0's daemon dies at 4 s, so the loan lapses
+    // unrenewed: r0 stops using it at deadline − ε exactly when r1's
+    // reservation ends (clocks 2ε apart). r0 refilled its enlarged bucket
+    // while idle and bursts it just before; r1, denied at its floor since
+    // 4.5 s (a denial stores nothing), then settles across the rise.
+    const coarse = (bugs: PlantedBugs) => (seed: number) =>
+      scenarioFor(seed, {
+        regions: 3,
+        capacity: 20,
+        refillPerSecond: 20,
+        maxCost: 1,
+        clockSpreadUs: 500_000,
+        durationUs: 9_000_000,
+        faults: { ...QUIET, daemonDowns: [{ atUs: 4_000_000, untilUs: 14_000_000, region: 0 }] },
+        demand: {
+          kind: "phases",
+          phases: [
+            { atUs: 0, rates: [3, 0, 0] },
+            { atUs: 4_000_000, rates: [0, 0, 0] },
+            { atUs: 4_500_000, rates: [0, 20, 0] },
+            { atUs: 6_300_000, rates: [20, 20, 0] },
+          ],
+        },
+        bugs,
+      });
+    await runSeedsAsync("coarse refill scenario, correct model", { count: 3 }, async (seed) =>
+      mustPass(await runModel(coarse({})(seed))),
+    );
+    const f = await firstFailing(20, coarse({ coarseRefill: true }));
+    expect(f, "no seed in 1..20 caught the coarse refill").toBeDefined();
+    expect(f).toMatch(/G1 violated/);
+  }, 120_000);
+
+  it("(e) the leased client times its lease from the reply, not the send (static slices)", async () => {
+    const f = await firstFailing(100, (seed) => {
+      const base = scenarioFor(seed, { bugs: { leaseFromReceipt: true } });
+      return {
+        ...base,
+        reweighting: false,
+        clients: { ...base.clients, perRegionMax: 2, closeEveryUs: 0 },
+        faults: { ...QUIET },
+      };
+    });
+    expect(f, "no seed in 1..100 caught a lease timed from receipt").toBeDefined();
+  }, 240_000);
+
+  it("clock offsets beyond 2ε break Σ s ≤ U (ε is load-bearing)", async () => {
+    await runSeedsAsync("lapse at 2ε", { count: 2 }, async (seed) =>
+      mustPass(await runModel(lapse({}, 500_000)(seed))),
+    );
+    const f = await firstFailing(10, lapse({}, 1_500_000));
+    expect(f, "a 6ε clock spread was never caught").toBeDefined();
+  }, 120_000);
+
+  it("a policy change that grows before loans from the old bases lapsed breaks Σ s ≤ U", async () => {
+    const f = await firstFailing(100, (seed) => {
+      const base = scenarioFor(seed, { policyRule: { growAfterUs: 0 } });
+      return { ...base, faults: { ...QUIET, policyChanges: 1 } };
+    });
+    expect(f, "growing at once after the change was never caught").toBeDefined();
+  }, 120_000);
+});
+
+describe("known violations of today's code are caught (enable in the default set once fixed)", () => {
+  const known = (k: KnownViolations) => (seed: number) => scenarioFor(seed, { known: k });
+
+  it("WAIT failures: a held-back grant or return is shipped by the next round, then lost by a failover", async () => {
+    const f = await firstFailing(150, (seed) => {
+      const base = known({ waitFailures: true })(seed);
+      return { ...base, faults: { ...base.faults, failovers: 2, replicaStalls: 2, waitFailRate: 0.3 } };
+    });
+    expect(f, "no seed in 1..150 caught the WAIT bypass").toBeDefined();
+  }, 240_000);
+
+  it("leased clients: leased tokens outlive a share decrease", async () => {
+    const f = await firstFailing(100, (seed) => {
+      const base = known({ leasedClients: true })(seed);
+      return { ...base, clients: { ...base.clients, perRegionMax: 2 } };
+    });
+    expect(f, "no seed in 1..100 caught unpinned leases").toBeDefined();
+  }, 240_000);
+
+  it("leased clients: a failover forgets leases its clients keep spending (static slices)", async () => {
+    const f = await firstFailing(100, (seed) => {
+      const base = known({ leasedClients: true })(seed);
+      return {
+        ...base,
+        reweighting: false,
+        clients: { ...base.clients, perRegionMax: 2 },
+        faults: { ...base.faults, failovers: 2, daemonDownAtFailoverUs: 2_000_000 },
+      };
+    });
+    expect(f, "no seed in 1..100 caught leases forgotten by a failover").toBeDefined();
+  }, 240_000);
+
+  it("a state loss under a running daemon: the wiped Redis never re-learns its peers' counters", async () => {
+    // Demand everywhere until 4 s, then none; r0's Redis is wiped at 5 s.
+    const wiped = (k: KnownViolations) => (seed: number) =>
+      scenarioFor(seed, {
+        known: k,
+        reweighting: true,
+        clients: DEFAULT_MODEL_OPTIONS.clients,
+        durationUs: 7_000_000,
+        faults: { ...QUIET, wipes: [{ atUs: 5_000_000, region: 0 }] },
+        demand: {
+          kind: "phases",
+          phases: [
+            { atUs: 0, rates: [0.5, 0.5, 0.5, 0.5, 0.5] },
+            { atUs: 4_000_000, rates: [0, 0, 0, 0, 0] },
+          ],
+        },
+      });
+    // The default set restarts the daemon with the wipe: counters converge.
+    await runSeedsAsync("wipe, daemon restarted", { count: 2 }, async (seed) =>
+      mustPass(await runModel(wiped({})(seed))),
+    );
+    const f = await firstFailing(5, wiped({ stateLossDaemonUp: true }));
+    expect(f, "no seed in 1..5 caught the missing re-merge").toBeDefined();
+    expect(f).toMatch(/did not converge/);
+  }, 240_000);
+});
