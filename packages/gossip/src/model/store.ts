@@ -135,6 +135,11 @@ export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
       }
     },
 
+    waitDurable(policy) {
+      limitOf(policy);
+      return env.waitDurable();
+    },
+
     async grantLoan(policy, borrower, units) {
       const limit = limitOf(policy);
       const loan = await env.exec((now) => env.redis().grant(limit, borrower, units, now));
