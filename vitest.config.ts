@@ -14,13 +14,22 @@ const shared = {
   pool: "forks" as const,
 };
 
+// Workspace packages resolve to their TypeScript sources (the "@geoquota/source"
+// export condition), so tests never need a build; spawned processes run dist/.
+const conditions = ["@geoquota/source", "import", "node", "default"];
+
+const resolve = { conditions };
+const ssr = { resolve: { conditions, externalConditions: conditions } };
+
 export default defineConfig({
   test: {
     projects: [
       ...packages.map((name) => ({
+        resolve,
+        ssr,
         test: { ...shared, name, root: `packages/${name}`, include: ["test/**/*.test.ts"] },
       })),
-      { test: { ...shared, name: "integration", root: "test", include: ["**/*.test.ts"] } },
+      { resolve, ssr, test: { ...shared, name: "integration", root: "test", include: ["**/*.test.ts"] } },
     ],
   },
 });

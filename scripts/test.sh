@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README's second command and CI run it:
-# bootstrap (installs what is missing), typecheck, lint, circular-import check,
+# bootstrap (installs what is missing), build, typecheck, lint, circular-import check,
 # then every vitest tier (unit, simulation, real Redis, real Toxiproxy, bench smoke),
 # then the planted-bug table (each planted bug must be caught).
 set -euo pipefail
@@ -10,6 +10,10 @@ bash scripts/bootstrap.sh
 source scripts/lib/pnpm.sh && gq_ensure_pnpm
 step() { printf '\n== %s\n' "$*"; }
 mkdir -p .tmp
+# Processes the tests spawn (the CLI, local clusters) run the built JS: build
+# first (incremental; seconds when nothing changed).
+step "build (tsc -b: dist/ of every package, the Lua into the limiter package)"
+bash scripts/build.sh
 if [ "$#" -gt 0 ]; then
   # `npm test -- <vitest args>`: just vitest, as asked.
   exec pnpm exec vitest run "$@"

@@ -93,11 +93,29 @@ describe("docker-compose.yml agrees with the CLI and regions/docker", () => {
     expect(new Set(published).size).toBe(published.length);
   });
 
-  it("the image runs the CLI entry point the repo ships", () => {
+  it("the image: multi-stage, Node LTS, built JS with production dependencies only, non-root, healthcheck", () => {
     const dockerfile = readFileSync(`${root}/Dockerfile`, "utf8");
-    expect(dockerfile).toMatch(/ENTRYPOINT \["node", "packages\/cli\/bin\/geoquota\.mjs"\]/);
+    const stages = [...dockerfile.matchAll(/^FROM node:(\d+)-[\w-]+(?: AS (\w+))?$/gm)];
+    expect(stages.length).toBe(2);
+    for (const s of stages) expect(Number(s[1]) % 2 === 0 && Number(s[1]) >= 22).toBe(true); // LTS lines are even
+    const runtime = dockerfile.slice(dockerfile.lastIndexOf("\nFROM "));
+    expect(runtime).toMatch(/^USER node$/m);
+    expect(runtime).toMatch(/^HEALTHCHECK /m);
+    expect(runtime).toMatch(/ENTRYPOINT \["node", "bin\/geoquota\.mjs"\]/);
+    expect(dockerfile).toContain("bash scripts/build.sh");
+    expect(dockerfile).toContain("pnpm --filter @geoquota/cli deploy --prod /out");
     const pnpm = (JSON.parse(readFileSync(`${root}/package.json`, "utf8")) as { packageManager: string })
       .packageManager;
-    expect(dockerfile).toContain(`npm install -g ${pnpm}`);
+    expect(dockerfile).toContain(pnpm);
+    // The deployed CLI carries no TypeScript runner: its dependencies are runtime ones.
+    const cli = JSON.parse(readFileSync(`${root}/packages/cli/package.json`, "utf8")) as {
+      dependencies: Record<string, string>;
+    };
+    expect(Object.keys(cli.dependencies)).not.toContain("tsx");
+    // Every command the compose file gives the image exists in the deployed layout.
+    for (const [, svc] of Object.entries(compose.services)) {
+      const cmd = (svc as { command?: string[] }).command;
+      if (cmd && (cmd[0] === "region" || cmd[0] === "gossip")) expect(cmd[1]).toBe("--config");
+    }
   });
 });

@@ -2,13 +2,24 @@
 // `defineCommand`: EVALSHA, with ioredis' fallback to EVAL on NOSCRIPT (so a
 // SCRIPT FLUSH or a restarted server is harmless). Never used inside MULTI,
 // where ioredis cannot fall back.
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { RedisStoreError } from "./errors.js";
 import { parseHeader } from "./header.js";
 import type { RedisClient } from "./keys.js";
 import { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
 
-const LUA_DIR = new URL("../../../../lua/", import.meta.url);
+/**
+ * Where the Lua lives (the one module that knows): in a checkout of the
+ * repository, the top-level lua/ (their source, so an edit takes effect
+ * without a build); in an installed package, the copy that the build puts in
+ * the package's own lua/ (packages/limiter/lua, shipped in the tarball). The
+ * paths are the same from src/redis/ and dist/redis/.
+ */
+const LUA_DIR = ((): URL => {
+  const repo = new URL("../../../../lua/", import.meta.url);
+  const inRepo = existsSync(new URL("lib.lua", repo)) && existsSync(new URL("../packages/limiter/", repo));
+  return inRepo ? repo : new URL("../../lua/", import.meta.url);
+})();
 
 export function luaSource(file: string): string {
   return readFileSync(new URL(file, LUA_DIR), "utf8");

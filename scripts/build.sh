@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds every package to dist/ (JavaScript + declarations, tsc project
+# references, incremental: a second run with nothing changed takes seconds)
+# and puts the Lua scripts inside the limiter package (packages/limiter/lua/,
+# git-ignored; the top-level lua/ stays their source). Processes (the CLI and
+# everything it spawns) run the built files; tests import the sources.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pnpm exec tsc -b tsconfig.build.json
+rm -rf packages/limiter/lua && mkdir -p packages/limiter/lua && cp lua/*.lua packages/limiter/lua/
+cp packages/bench/src/*.mjs packages/bench/dist/
