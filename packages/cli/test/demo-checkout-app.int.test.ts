@@ -23,7 +23,7 @@ describe("demo checkout app (plugin example)", () => {
         listen: { host: "127.0.0.1", port: 0 },
         redis: { url: redis.url },
         regions: ids.map((id, i) => ({ id, gossip: `127.0.0.1:${7401 + i}` })),
-        gossip: { listen: { host: "127.0.0.1", port: 7401 } },
+        gossip: { listen: { host: "127.0.0.1", port: 7401 }, plaintext: true },
         sharedSecret: "demo-test-shared-secret-0123",
         adminToken: "demo-test-admin-token-0123",
       },

@@ -181,7 +181,7 @@ function serviceConfig(url: string, replicas: number, primaryCheckMs = 1000) {
         { id: "us-east", gossip: "127.0.0.1:1" },
         { id: "eu-west", gossip: "127.0.0.1:2" },
       ],
-      gossip: { listen: { host: "127.0.0.1", port: 1 } },
+      gossip: { listen: { host: "127.0.0.1", port: 1 }, plaintext: true },
       sharedSecret: "test-shared-secret-0123456789",
       adminToken: "test-admin-token-0123456789",
     },
