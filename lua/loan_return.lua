@@ -2,11 +2,11 @@
 -- now and remembers its seq (r|lender) so that a late or duplicated copy is never used again
 -- (trap 12). Refused, writing nothing, when the share left would not back the outstanding in-process
 -- leases at some instant until they expire (leases pin share, DESIGN §3): they expire first, or
--- the loan lapses. The caller makes a return durable (WAIT) and only then tells the lender.
+-- the loan lapses; and refused while recovering (DESIGN §4). The caller makes a return durable (WAIT) and only then tells the lender.
 -- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
 -- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 lender
--- Returns: {returnedSeq (0: nothing returned), nowUs, reason ('' | pinned)}
+-- Returns: {returnedSeq (0: nothing returned), nowUs, reason ('' | pinned | recovering)}
 local now = now_us()
 local P = read_policy(ARGV, 1)
 local lender = ARGV[13]
@@ -15,6 +15,11 @@ local _, born = marker_parts(marker)
 local book = read_book(KEYS[5])
 local l = book.recv[lender]
 if not l or l.s <= (book.ret[lender] or 0) then return { 0, now, '' } end
+-- No early return while recovering: the wiped Redis no longer knows the leases its clients may
+-- still hold on this borrowed share, so the pin check below would pass vacuously and the lender
+-- would refill into share a client is still spending (found by the Spin model, model/). The loan
+-- is not used in recovery anyway; it lapses at its deadline.
+if now < rec_end(born, P) then return { 0, now, 'recovering' } end
 if P.rate_alg then
   -- Leases pin share: refused (nothing written) when the share left would not back the outstanding
   -- in-process leases at some instant until they expire.

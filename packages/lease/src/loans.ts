@@ -203,6 +203,8 @@ export function returnLoan(
   const prev = key.book.returned.get(lender) ?? 0;
   const marker = ensureMarker(region, nowUs);
   if (loan === undefined || loan.seq <= prev) return { seq: 0, nowUs, pinned: false };
+  // No early return while recovering: the leases clients may still hold on this share are forgotten.
+  if (nowUs < recoveryEndUs(parseMarker(marker).bornUs, timing)) return { seq: 0, nowUs, pinned: false };
   if (isRateAlgorithm(limit.algorithm)) {
     const had = key.book.returned.get(lender);
     key.book.returned.set(lender, loan.seq);

@@ -25,9 +25,11 @@ import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { keyArgsBuilder, keyLimit } from "../src/redis/args.js";
-import { initFreshRegion, markerKey, replidKey, shardOf } from "../src/redis/index.js";
+import { initFreshRegion, markerKey, refundedReceiptsKey, replidKey, shardOf } from "../src/redis/index.js";
 import { bindScripts, type ScriptCaller } from "../src/redis/scripts.js";
 import type { Algorithm, KeyPolicy, LeaseTiming } from "../src/types.js";
+
+let receipts = 0;
 
 /** Short D and ε so loans lapse, recoveries end and leases expire within a sequence. */
 const TIMING: LeaseTiming = { epsilonUs: 5_000, loanDurationUs: 80_000 };
@@ -582,7 +584,21 @@ async function runSequence(
     switch (op.k) {
       case "check":
       case "refund": {
-        const rr = await g.scripts.call(op.k, a.keys, [g.name, ...a.policyArgv, String(op.cost)]);
+        // The model has no receipts (their refusals are tested in refund-receipts.int.test.ts): a
+        // refund carries a fresh, valid one — admitted "later" than any marker birth, never expired.
+        const receipt = () => {
+          receipts += 1;
+          const admittedUs = (Date.now() + 3_600_000) * 1000;
+          return [`d${receipts}`, String(admittedUs), String(admittedUs + 60_000_000)];
+        };
+        const rr =
+          op.k === "check"
+            ? await g.scripts.call(op.k, a.keys, [g.name, ...a.policyArgv, String(op.cost)])
+            : await g.scripts.call(
+                op.k,
+                [...a.keys, refundedReceiptsKey(p.tenant, p.resource)],
+                [g.name, ...a.policyArgv, String(op.cost), ...receipt()],
+              );
         const now = num(rr[5]);
         notePieces(stats, key, limit, g.model.marker, now);
         const want = (op.k === "check" ? lease.check : lease.refund)(

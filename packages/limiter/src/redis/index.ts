@@ -11,6 +11,7 @@ export {
   isCluster,
   keyNames,
   markerKey,
+  refundedReceiptsKey,
   parseCounterKey,
   type RedisClient,
   replidKey,
