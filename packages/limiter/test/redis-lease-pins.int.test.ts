@@ -174,6 +174,33 @@ describe("recovery with leased mode (DESIGN §4)", () => {
   });
 });
 
+describe("early return while recovering (DESIGN §4; found by the Spin model, model/)", () => {
+  it("a region that lost its Redis does not hand back a borrowed loan its clients may still be spending", async () => {
+    const p = shared();
+    const lost = region(servers[2]!, "b", LEASED);
+    await lost.redis.flushall(); // a fresh region (another test left this server in recovery)
+    await initFreshRegion(lost.redis);
+    const adm = new Admissions();
+    const g = await a.gossip.grantLoan(p, "b", 480_000);
+    if (!g.ok) throw new Error(`grant refused: ${g.reason}`);
+    await lost.gossip.mergeRemote(p, [g.loan], {});
+    await sleep(600); // b's bucket fills on a's loan
+    const client = new LeasedClient(lost.store, p, { batch: 90, lowWater: 0, durationMs: 2000 });
+    expect(await adm.record(() => client.take(1))).toBe(true);
+    // b loses its Redis; a copy of the loan still in flight arrives; the daemon would return it.
+    await lost.redis.flushall();
+    await lost.gossip.mergeRemote(p, [g.loan], {});
+    const ret = await lost.gossip.returnLoan(p, "a");
+    if (ret.seq > 0) await a.gossip.receiveReturn(p, "b", ret.seq);
+    expect(ret.seq).toBe(0); // refused: the wiped Redis no longer knows the client's leases
+    await sleep(1100); // a refills into whatever share it has back
+    await adm.burst([check(a, p), () => client.take(1)], 100);
+    await client.close();
+    const v = adm.verdict();
+    expect(v.worstExcess, JSON.stringify(v.worstInterval)).toBeLessThanOrEqual(0);
+  });
+});
+
 describe("leased mode in the bucket fingerprint", () => {
   it("a limiter and a daemon that disagree about leased mode do not empty each other's bucket", async () => {
     const p = shared();
