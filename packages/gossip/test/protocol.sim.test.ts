@@ -89,6 +89,32 @@ describe("replay", () => {
   }, 120_000);
 });
 
+describe("state loss under a running daemon", () => {
+  it("the wiped Redis re-learns its peers' counters from the daemon's map (no demand left to gossip)", async () => {
+    // Demand everywhere until 4 s, then none; r0's Redis is wiped at 5 s with
+    // its daemon up: nothing peers send changes its map, so only the daemon
+    // seeing Redis lack its map's counters can merge them back.
+    await runSeedsAsync("wipe, daemon up", { count: 3 }, async (seed) => {
+      const r = await runModel(
+        scenarioFor(seed, {
+          reweighting: true,
+          clients: DEFAULT_MODEL_OPTIONS.clients,
+          durationUs: 7_000_000,
+          faults: { ...QUIET, wipes: [{ atUs: 5_000_000, region: 0 }] },
+          demand: {
+            kind: "phases",
+            phases: [
+              { atUs: 0, rates: [0.5, 0.5, 0.5, 0.5, 0.5] },
+              { atUs: 4_000_000, rates: [0, 0, 0, 0, 0] },
+            ],
+          },
+        }),
+      );
+      mustPass(r);
+    });
+  }, 120_000);
+});
+
 describe("utilization and re-weighting (production daemon)", () => {
   it("a single hot region reaches ≥ 0.95 of r once loans settle (3 regions, floor 2%)", async () => {
     await runSeedsAsync("hot region", { count: 6, firstSeed: 2_000_001 }, async (seed) => {

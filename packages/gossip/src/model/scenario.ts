@@ -92,8 +92,7 @@ export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, 
     policyRule: { growAfterUs: loanDurationUs + 2 * epsilonUs },
   };
   const known = overrides.known ?? {};
-  let faults =
-    known.waitFailures === true ? base.faults : { ...base.faults, waitFailRate: 0, replicaStalls: 0 };
+  let faults = base.faults;
   let clients = base.clients;
   let reweighting = true;
   // A quarter of the seeds run leased clients on static slices, where today's
