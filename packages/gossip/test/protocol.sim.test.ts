@@ -56,6 +56,8 @@ describe("whole protocol under random faults, the production daemon", () => {
     let failovers = 0;
     let policyChanges = 0;
     let loans = 0;
+    let leases = 0;
+    let waitFailures = 0;
     const n = await runSeedsAsync("protocol sim", { count: SEEDS, longCount: SEEDS * 20 }, async (seed) => {
       const opts = scenarioFor(seed);
       const r = await runModel(opts);
@@ -63,6 +65,8 @@ describe("whole protocol under random faults, the production daemon", () => {
       failovers += r.failovers;
       policyChanges += opts.faults.policyChanges;
       loans += r.loansGranted;
+      leases += r.leases;
+      waitFailures += r.waitFailures;
     });
     expect(n).toBeGreaterThan(0);
     if (n >= 50) {
@@ -70,6 +74,8 @@ describe("whole protocol under random faults, the production daemon", () => {
       expect(failovers).toBeGreaterThan(0);
       expect(policyChanges).toBeGreaterThan(0);
       expect(loans).toBeGreaterThan(0);
+      expect(leases).toBeGreaterThan(0);
+      expect(waitFailures).toBeGreaterThan(0);
     }
   }, 600_000);
 });

@@ -482,7 +482,11 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     const tokens = workRng.int(1, opts.clients.batchMax);
     const durationUs = workRng.int(opts.clients.leaseMinUs, opts.clients.leaseMaxUs);
     clock.schedule(redisRng.int(100, 2_000), () => {
-      const r = node.redis.acquireLease(node.view.limit, release, id, tokens, durationUs, localNow(node));
+      const redisNowUs = localNow(node);
+      const r = node.redis.acquireLease(node.view.limit, release, id, tokens, durationUs, redisNowUs);
+      // limiter LeasedClient: the granted duration (the script caps it at D
+      // and before a borrowed loan's deadline − ε), timed from the send.
+      const grantedUs = Math.min(durationUs, r.expiryUs - redisNowUs);
       scheduleBreakpoints(node);
       clock.schedule(redisRng.int(100, 2_000), () => {
         c.acquiring = false;
@@ -494,7 +498,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
           used: 0,
           stopAtUs:
             (opts.bugs.leaseFromReceipt === true ? clock.nowUs() : sentUs) +
-            durationUs -
+            grantedUs -
             opts.clients.marginUs,
           expiryLocalUs: r.expiryUs,
         };
