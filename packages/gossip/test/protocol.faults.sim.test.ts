@@ -40,4 +40,4 @@ describe("whole protocol, harsh faults", () => {
   }, 600_000);
 });
 
-const HARSH_SEEDS = 80;
+const HARSH_SEEDS = 100;

@@ -20,7 +20,7 @@ import {
 
 const LONG = isLongMode();
 /** Seeds of the default scenario per normal run (GQ_SIM_LONG=1: 20×). */
-const SEEDS = 120;
+const SEEDS = 240;
 const QUIET: FaultOptions = { ...DEFAULT_MODEL_OPTIONS.faults, latencyMaxUs: 50_000 };
 const REPLAY = "pnpm exec vitest run --project gossip protocol.sim";
 
