@@ -173,15 +173,25 @@ function asSafeUint(v: unknown, what: string): number {
   return v;
 }
 
+/** Decoders by their only limit-dependent option (a Decoder per frame was the decode's largest cost). */
+const decoders = new Map<number, Decoder>();
+
 function decoderFor(limits: DecodeLimits): Decoder {
   const maxArrayLength = Math.max(2 * limits.entriesMax, 5 * limits.itemsPerPartMax, limits.idsMax, 6);
-  return new Decoder({
-    maxStrLength: KEY_LENGTH_MAX,
-    maxBinLength: 0,
-    maxExtLength: 0,
-    maxMapLength: 0,
-    maxArrayLength,
-  });
+  let d = decoders.get(maxArrayLength);
+  if (d === undefined) {
+    d = new Decoder({
+      maxStrLength: KEY_LENGTH_MAX,
+      maxBinLength: 0,
+      maxExtLength: 0,
+      maxMapLength: 0,
+      maxArrayLength,
+    });
+    // Callers pick a few limit sets; bound the cache anyway.
+    if (decoders.size >= 16) decoders.clear();
+    decoders.set(maxArrayLength, d);
+  }
+  return d;
 }
 
 const defaultDecoder = decoderFor(DEFAULT_LIMITS);

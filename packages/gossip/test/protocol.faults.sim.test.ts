@@ -2,7 +2,7 @@
 // fault at its worst (30% drop and duplication, up to 900 ms latency,
 // frequent partitions, two state losses, two daemon restarts, two failovers
 // with the daemon down around them, a policy change; seeds with leased
-// clients on static slices get no state losses or failovers). A separate file so
+// clients get no failovers). A separate file so
 // vitest runs it beside protocol.sim.test.ts. Replay a failure with
 // GQ_SEED=<n> pnpm exec vitest run --project gossip protocol.faults.sim.
 import { runSeedsAsync } from "@geoquota/sim";
@@ -16,9 +16,9 @@ describe("whole protocol, harsh faults", () => {
       { count: HARSH_SEEDS, firstSeed: 1_000_001 },
       async (seed) => {
         const base = scenarioFor(seed);
-        // Seeds with leased clients (static slices) keep them out of failovers
-        // and state losses: that is KnownViolations.leasedClients (seed 1000131).
-        const lossy = base.clients.perRegionMax === 0 ? 2 : 0;
+        // Seeds with leased clients get no failovers: a failover that loses a
+        // lease write is KnownViolations.failoverWithLeases.
+        const failovers = base.clients.perRegionMax === 0 ? 2 : 0;
         const faults: FaultOptions = {
           ...base.faults,
           dropRate: 0.3,
@@ -26,9 +26,9 @@ describe("whole protocol, harsh faults", () => {
           latencyMinUs: 1_000,
           latencyMaxUs: 900_000,
           partitionEveryUs: 2_000_000,
-          stateLosses: lossy,
+          stateLosses: 2,
           daemonRestarts: 2,
-          failovers: lossy,
+          failovers,
           daemonDownAtFailoverUs: 2_000_000,
           policyChanges: 1,
         };
@@ -40,4 +40,4 @@ describe("whole protocol, harsh faults", () => {
   }, 600_000);
 });
 
-const HARSH_SEEDS = 80;
+const HARSH_SEEDS = 100;

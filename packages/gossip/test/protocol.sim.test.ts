@@ -20,7 +20,7 @@ import {
 
 const LONG = isLongMode();
 /** Seeds of the default scenario per normal run (GQ_SIM_LONG=1: 20×). */
-const SEEDS = 120;
+const SEEDS = 240;
 const QUIET: FaultOptions = { ...DEFAULT_MODEL_OPTIONS.faults, latencyMaxUs: 50_000 };
 const REPLAY = "pnpm exec vitest run --project gossip protocol.sim";
 
@@ -56,6 +56,8 @@ describe("whole protocol under random faults, the production daemon", () => {
     let failovers = 0;
     let policyChanges = 0;
     let loans = 0;
+    let leases = 0;
+    let waitFailures = 0;
     const n = await runSeedsAsync("protocol sim", { count: SEEDS, longCount: SEEDS * 20 }, async (seed) => {
       const opts = scenarioFor(seed);
       const r = await runModel(opts);
@@ -63,6 +65,8 @@ describe("whole protocol under random faults, the production daemon", () => {
       failovers += r.failovers;
       policyChanges += opts.faults.policyChanges;
       loans += r.loansGranted;
+      leases += r.leases;
+      waitFailures += r.waitFailures;
     });
     expect(n).toBeGreaterThan(0);
     if (n >= 50) {
@@ -70,6 +74,8 @@ describe("whole protocol under random faults, the production daemon", () => {
       expect(failovers).toBeGreaterThan(0);
       expect(policyChanges).toBeGreaterThan(0);
       expect(loans).toBeGreaterThan(0);
+      expect(leases).toBeGreaterThan(0);
+      expect(waitFailures).toBeGreaterThan(0);
     }
   }, 600_000);
 });
@@ -86,6 +92,32 @@ describe("replay", () => {
       expect(b).toEqual(a);
       expect(a.events).toBeGreaterThan(0);
     }
+  }, 120_000);
+});
+
+describe("state loss under a running daemon", () => {
+  it("the wiped Redis re-learns its peers' counters from the daemon's map (no demand left to gossip)", async () => {
+    // Demand everywhere until 4 s, then none; r0's Redis is wiped at 5 s with
+    // its daemon up: nothing peers send changes its map, so only the daemon
+    // seeing Redis lack its map's counters can merge them back.
+    await runSeedsAsync("wipe, daemon up", { count: 3 }, async (seed) => {
+      const r = await runModel(
+        scenarioFor(seed, {
+          reweighting: true,
+          clients: DEFAULT_MODEL_OPTIONS.clients,
+          durationUs: 7_000_000,
+          faults: { ...QUIET, wipes: [{ atUs: 5_000_000, region: 0 }] },
+          demand: {
+            kind: "phases",
+            phases: [
+              { atUs: 0, rates: [0.5, 0.5, 0.5, 0.5, 0.5] },
+              { atUs: 4_000_000, rates: [0, 0, 0, 0, 0] },
+            ],
+          },
+        }),
+      );
+      mustPass(r);
+    });
   }, 120_000);
 });
 

@@ -13,8 +13,10 @@ import {
   type DeltaFrame,
   type Frame,
   encodeFrame,
+  GCounter,
   KeyRecord,
   type LoanConflict,
+  PNCounter,
   Replica,
   decodeKey,
   encodeKey,
@@ -244,6 +246,22 @@ export class GossipDaemon {
     } catch (err) {
       this.deps.onError?.(`read ${key}`, err);
       return;
+    }
+    // A region in recovery lost its Redis state (wiped, or failed over) while
+    // this daemon kept running: its map already holds the peers' counters, so
+    // nothing they send changes the map and nothing would be merged back.
+    // While Redis lacks counters the map holds, merge the map's record in.
+    const known = this.replica.state.get(key);
+    if (
+      state.recovering &&
+      known !== undefined &&
+      !(
+        PNCounter.leq(known.consumed, state.record.consumed) &&
+        GCounter.leq(known.denied, state.record.denied)
+      )
+    ) {
+      this.pendingMerge.add(key);
+      this.flushMerges();
     }
     this.replica.applyLocal(key, { ok: true, value: await this.durablePart(key, p.policy, state.record) });
     const merged = this.replica.state.get(key) ?? state.record;

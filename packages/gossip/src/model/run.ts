@@ -35,6 +35,8 @@ const EPOCH_US = 1_700_000_000_000_000;
 const WAIT_TIMEOUT_US = 100_000;
 /** redis-port primaryCheckMs as main.ts sets it. */
 const PRIMARY_CHECK_US = 1_000_000;
+/** The replication stream catches up at least this often (when not stalled). */
+const REPLICA_STREAM_MAX_US = 200_000;
 /** How long before a failover the replica's content is materialised (see ModelRedis.replicaArmed). */
 const REPLICA_ARM_US = 2_500_000;
 
@@ -118,7 +120,13 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   const redisRng = rng.fork();
   const daemonRng = rng.fork();
   const policyRng = rng.fork();
-  const timing: Timing = { epsilonUs: opts.epsilonUs, loanDurationUs: opts.loanDurationUs };
+  // Leased mode (config `leased.enabled`) wherever clients may run, as the
+  // limiter and the daemon's Redis port configure it: the recovery lease hold.
+  const timing: Timing = {
+    epsilonUs: opts.epsilonUs,
+    loanDurationUs: opts.loanDurationUs,
+    leasedMode: opts.clients.perRegionMax > 0,
+  };
   const n = opts.regions;
   const ids = Array.from({ length: n }, (_, i) => `r${i}`);
   const half = Math.floor(opts.clockSpreadUs / 2);
@@ -474,7 +482,11 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     const tokens = workRng.int(1, opts.clients.batchMax);
     const durationUs = workRng.int(opts.clients.leaseMinUs, opts.clients.leaseMaxUs);
     clock.schedule(redisRng.int(100, 2_000), () => {
-      const r = node.redis.acquireLease(node.view.limit, release, id, tokens, durationUs, localNow(node));
+      const redisNowUs = localNow(node);
+      const r = node.redis.acquireLease(node.view.limit, release, id, tokens, durationUs, redisNowUs);
+      // limiter LeasedClient: the granted duration (the script caps it at D
+      // and before a borrowed loan's deadline − ε), timed from the send.
+      const grantedUs = Math.min(durationUs, r.expiryUs - redisNowUs);
       scheduleBreakpoints(node);
       clock.schedule(redisRng.int(100, 2_000), () => {
         c.acquiring = false;
@@ -486,7 +498,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
           used: 0,
           stopAtUs:
             (opts.bugs.leaseFromReceipt === true ? clock.nowUs() : sentUs) +
-            durationUs -
+            grantedUs -
             opts.clients.marginUs,
           expiryLocalUs: r.expiryUs,
         };
@@ -635,14 +647,10 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   for (const { node, atUs } of wipes) {
     if (node === undefined) continue;
     clock.at(atUs, () => {
+      // The daemon keeps running (FLUSHALL, or a Redis restarted without
+      // persistence): it re-merges its map into the wiped Redis.
       node.redis.wipe(localNow(node));
       scheduleBreakpoints(node);
-      if (opts.known.stateLossDaemonUp !== true && node.daemon !== undefined) {
-        killDaemon(node);
-        clock.schedule(daemonRng.int(0, 500_000), () => {
-          if (node.daemon === undefined) startDaemon(node);
-        });
-      }
     });
   }
   for (let i = 0; i < opts.faults.daemonRestarts; i++) {
@@ -660,25 +668,39 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   for (const node of nodes) {
     const stream = (): void => {
       if (clock.nowUs() >= node.stalledUntilUs) node.redis.replicate();
-      clock.schedule(redisRng.int(1_000, 200_000), stream);
+      clock.schedule(redisRng.int(1_000, REPLICA_STREAM_MAX_US), stream);
     };
-    clock.schedule(redisRng.int(1_000, 200_000), stream);
+    clock.schedule(redisRng.int(1_000, REPLICA_STREAM_MAX_US), stream);
   }
-  const stalls: { node: Node; endUs: number }[] = [];
+  const stalls: { node: Node; endUs: number; startUs: number }[] = [];
   for (let i = 0; i < opts.faults.replicaStalls; i++) {
     const node = faultRng.pick(nodes);
     const at = faultWindow();
     const len = faultRng.int(100_000, 2_000_000);
-    stalls.push({ node, endUs: at + len });
+    stalls.push({ node, endUs: at + len, startUs: at });
     clock.at(at, () => {
       node.stalledUntilUs = Math.max(node.stalledUntilUs, clock.nowUs() + len);
     });
   }
   for (let i = 0; i < opts.faults.failovers; i++) {
-    // Half of the failovers end a replica stall (the writes of the stall are lost).
-    const stall = stalls.length > 0 && faultRng.chance(0.5) ? faultRng.pick(stalls) : undefined;
-    const node = stall?.node ?? faultRng.pick(nodes);
-    const at = stall?.endUs ?? faultWindow();
+    // Half of the failovers end a replica stall (the writes of the stall are
+    // lost): a known violation (KnownViolations.stalledFailover). Without it a
+    // failover never falls inside a stall of its region.
+    const stall =
+      opts.known.stalledFailover === true && stalls.length > 0 && faultRng.chance(0.5)
+        ? faultRng.pick(stalls)
+        : undefined;
+    let node = stall?.node ?? faultRng.pick(nodes);
+    let at = stall?.endUs ?? faultWindow();
+    if (stall === undefined && opts.known.stalledFailover !== true) {
+      const inStall = (n: Node, t: number) =>
+        stalls.some((x) => x.node === n && t >= x.startUs - REPLICA_STREAM_MAX_US && t <= x.endUs);
+      for (let tries = 0; tries < 20 && inStall(node, at); tries++) {
+        node = faultRng.pick(nodes);
+        at = faultWindow();
+      }
+      if (inStall(node, at)) continue;
+    }
     const downBeforeUs =
       opts.faults.daemonDownAtFailoverUs > 0 ? faultRng.int(0, opts.faults.daemonDownAtFailoverUs) : -1;
     const downAfterUs =

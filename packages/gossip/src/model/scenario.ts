@@ -92,22 +92,18 @@ export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, 
     policyRule: { growAfterUs: loanDurationUs + 2 * epsilonUs },
   };
   const known = overrides.known ?? {};
-  let faults =
-    known.waitFailures === true ? base.faults : { ...base.faults, waitFailRate: 0, replicaStalls: 0 };
+  let faults: ModelOptions["faults"] = base.faults;
   let clients = base.clients;
   let reweighting = true;
-  // A quarter of the seeds run leased clients on static slices, where today's
-  // code keeps them safe; anywhere shares move they are a known violation.
+  // A quarter of the seeds run leased clients on static slices (at least one
+  // client somewhere), the rest as drawn. A failover that loses a lease write
+  // is a known violation: seeds with clients get no failovers unless it is on.
   const staticSlices = rng.chance(0.25);
-  if (known.leasedClients !== true) {
-    if (staticSlices) {
-      reweighting = false;
-      clients = { ...clients, perRegionMax: Math.max(1, clients.perRegionMax) };
-      faults = { ...faults, failovers: 0, stateLosses: 0 };
-    } else {
-      clients = { ...clients, perRegionMax: 0 };
-    }
+  if (staticSlices) {
+    reweighting = false;
+    clients = { ...clients, perRegionMax: Math.max(1, clients.perRegionMax) };
   }
+  if (clients.perRegionMax > 0 && known.failoverWithLeases !== true) faults = { ...faults, failovers: 0 };
   // GCRA (the other rate algorithm) on a quarter of the seeds without clients.
   const algorithm = clients.perRegionMax === 0 && rng.chance(0.25) ? "gcra" : "token_bucket";
   return { ...base, algorithm, faults, clients, reweighting, known, ...overrides, seed };

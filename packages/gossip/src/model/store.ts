@@ -109,7 +109,19 @@ export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
             inUse.push({ lender, units: l.units, seq: l.seq });
           }
         }
-        return { nowUs: now, recovering: r.recovering(now), record, reserved, current, inUse };
+        let leased = 0;
+        for (const l of key.leases.values()) if (now < l.expiryUs) leased += l.tokens;
+        const capacity = policy.limit.capacity;
+        const leasePinnedPpm = leased > 0 && capacity > 0 ? Math.ceil((1_000_000 * leased) / capacity) : 0;
+        return {
+          nowUs: now,
+          recovering: r.recovering(now),
+          record,
+          reserved,
+          current,
+          inUse,
+          leasePinnedPpm,
+        };
       });
     },
 
