@@ -45,7 +45,6 @@ import {
   QuotaViewSchema,
   ReadySchema,
   type SingleCheck,
-  SingleCheckSchema,
 } from "./validation.js";
 
 export type AppConfig = Pick<
