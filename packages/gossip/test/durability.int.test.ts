@@ -4,6 +4,9 @@
 // borrower in that round nor in later rounds, where the daemon reads the
 // key's loan record back from Redis (the path that used to bypass the gate);
 // once the replica resumes and a wait covers it, it is shipped.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { decodeFrame, encodeFrame, KeyRecord, type Loan } from "@geoquota/crdt";
 import { createGossipStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
 import { type RedisServer, startRedis, startReplica } from "@geoquota/testkit";
@@ -127,6 +130,14 @@ it("a grant whose WAIT failed ships neither in its round nor from the record rea
   await port.close();
 }, 60_000);
 
+/** A policies file of its own (the daemon reads it before it checks Redis). */
+function policiesFile(): string {
+  const dir = mkdtempSync(join(tmpdir(), "gq-durability-"));
+  const file = join(dir, "policies.json");
+  writeFileSync(file, JSON.stringify({ default: { capacity: 10, refillPerSecond: 1 }, policies: [] }));
+  return file;
+}
+
 it("the daemon refuses to start on an evicting Redis, naming maxmemory-policy", async () => {
   const server = await startRedis({ args: ["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"] });
   started.push(server);
@@ -140,6 +151,7 @@ it("the daemon refuses to start on an evicting Redis, naming maxmemory-policy", 
         { id: "eu-west", gossip: "127.0.0.1:2" },
       ],
       gossip: { listen: { host: "127.0.0.1", port: 0 }, plaintext: true },
+      policiesFile: policiesFile(),
       sharedSecret: "test-shared-secret-0123456789",
       adminToken: "test-admin-token-0123456789",
     },
