@@ -50,6 +50,7 @@ export {
   runRegion,
   type StartRegionOptions,
   startRegionService,
+  waitReady,
 } from "./main.js";
 export { RECEIPT_CHARS_MAX, type ReceiptClaims, ReceiptSigner } from "./receipts.js";
 export {
@@ -107,6 +108,7 @@ export {
   type GossipStoreOptions,
   type GrantResult,
   initFreshRegion,
+  keyLimit,
   type KeyStateView,
   keyNames,
   luaSource,

@@ -82,7 +82,7 @@ export function connectRegionRedis(url: string, cluster = false): Redis | Cluste
 }
 
 /** Resolves once the connection is ready (commands fail fast before that: no offline queue). */
-function waitReady(redis: Redis | Cluster, timeoutMs: number): Promise<void> {
+export function waitReady(redis: Redis | Cluster, timeoutMs: number): Promise<void> {
   if (redis.status === "ready") return Promise.resolve();
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {

@@ -11,7 +11,7 @@ import {
   type RegionConfig,
   resolvePolicy,
 } from "@geoquota/config";
-import { checkRedisSetup, logLevelOf, ThrottledEvents } from "@geoquota/limiter";
+import { checkRedisSetup, logLevelOf, ThrottledEvents, waitReady } from "@geoquota/limiter";
 import { Cluster, Redis } from "ioredis";
 import pino from "pino";
 import { collectDefaultMetrics, Registry } from "prom-client";
@@ -116,21 +116,6 @@ export function policyResolver(config: RegionConfig, loaded?: PolicySet): Policy
       return value;
     },
   };
-}
-
-function waitReady(redis: Redis | Cluster, timeoutMs: number): Promise<void> {
-  if (redis.status === "ready") return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      redis.off("ready", onReady);
-      reject(new Error(`redis not ready after ${timeoutMs} ms`));
-    }, timeoutMs);
-    const onReady = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    redis.once("ready", onReady);
-  });
 }
 
 /** Starts the daemon for a loaded config; used by the CLI and by tests in-process. */

@@ -7,7 +7,7 @@
 // holds. Keep this file in step with redis-port.ts.
 import { KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import { type KeyLimit, loanUsable, type ReceivedLoan } from "@geoquota/lease";
-import type { KeyPolicy } from "@geoquota/limiter";
+import { type KeyPolicy, keyLimit } from "@geoquota/limiter";
 import type { DaemonStore, KeyState } from "../daemon/store-port.js";
 import type { InboundLoan } from "../policy/index.js";
 import type { ModelRedis } from "./region.js";
@@ -17,18 +17,8 @@ export const MODEL_TENANT = "tenant";
 export const MODEL_RESOURCE = "resource";
 export const MODEL_KEY = `${MODEL_TENANT}|${MODEL_RESOURCE}`;
 
-/** limiter redis/args.ts keyLimit: a key's policy as the scripts receive it. */
-export function keyLimitOf(policy: KeyPolicy): KeyLimit {
-  const l = policy.limit;
-  return {
-    algorithm: l.algorithm,
-    capacity: l.capacity,
-    refillPerSecond: l.refillPerSecond,
-    ...(l.windowMs !== undefined ? { windowMs: l.windowMs } : {}),
-    baseShare: policy.baseShare,
-    floorShare: policy.floorShare,
-  };
-}
+/** A key's policy as the scripts receive it (the limiter's own translation). */
+export const keyLimitOf = keyLimit;
 
 export interface ModelStoreEnv {
   readonly region: string;

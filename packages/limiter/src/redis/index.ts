@@ -1,5 +1,5 @@
 // Public API of the Redis-backed store (re-exported by the limiter's index).
-export { ttlMs } from "./args.js";
+export { keyLimit, ttlMs } from "./args.js";
 export { type RedisStoreErrorCode, RedisStoreError, RedisStoreErrors } from "./errors.js";
 export { createGossipStore, type GossipStore, type GossipStoreOptions, type GrantResult } from "./gossip.js";
 export { parseHeader, type ScriptHeader } from "./header.js";
