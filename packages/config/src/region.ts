@@ -76,6 +76,14 @@ export const RegionConfigSchema = z
          * restart from an old snapshot can forget loans (docs/internals.md).
          */
         replicas: intIn(0, 16).default(0),
+        /**
+         * With replicas: an admitting check or a lease grant is answered only
+         * once every replica acknowledged it (WAIT, bounded by timeoutMs; a
+         * failed wait counts as a store failure). Off: a failover may forget,
+         * and admit again, up to the replication lag plus primaryCheckMs of
+         * admissions (docs/internals.md "Durable admissions").
+         */
+        durableAdmissions: z.boolean().default(true),
         /** Failover detection window: how often `master_replid` is polled (limiter and daemon). */
         primaryCheckMs: intIn(10, 60_000).default(1000),
       })

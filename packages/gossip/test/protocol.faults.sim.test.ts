@@ -1,8 +1,8 @@
 // The same whole-protocol simulation of the production daemon with every
 // fault at its worst (30% drop and duplication, up to 900 ms latency,
 // frequent partitions, two state losses, two daemon restarts, two failovers
-// with the daemon down around them, a policy change; seeds with leased
-// clients get no failovers). A separate file so
+// with the daemon down around them, some ending a replica stall, a policy
+// change). A separate file so
 // vitest runs it beside protocol.sim.test.ts. Replay a failure with
 // GQ_SEED=<n> pnpm exec vitest run --project gossip protocol.faults.sim.
 import { runSeedsAsync } from "@geoquota/sim";
@@ -16,9 +16,6 @@ describe("whole protocol, harsh faults", () => {
       { count: HARSH_SEEDS, firstSeed: 1_000_001 },
       async (seed) => {
         const base = scenarioFor(seed);
-        // Seeds with leased clients get no failovers: a failover that loses a
-        // lease write is KnownViolations.failoverWithLeases.
-        const failovers = base.clients.perRegionMax === 0 ? 2 : 0;
         const faults: FaultOptions = {
           ...base.faults,
           dropRate: 0.3,
@@ -28,7 +25,7 @@ describe("whole protocol, harsh faults", () => {
           partitionEveryUs: 2_000_000,
           stateLosses: 2,
           daemonRestarts: 2,
-          failovers,
+          failovers: 2,
           daemonDownAtFailoverUs: 2_000_000,
           policyChanges: 1,
         };

@@ -1,15 +1,12 @@
-// Planted bugs and known violations of today's code, each asserted caught by
-// the whole-protocol simulation of the production daemon (a checker that no
-// bug can fail proves nothing). Each search runs seeds from 1 until a checker
-// fails; the failure names the seed (replay: GQ_SEED=<n>). A known violation
-// test fails once its fix has merged: then move that fault into the default
-// set (scenarioFor's KnownViolations) and drop its test here.
+// Planted bugs, each asserted caught by the whole-protocol simulation of the
+// production daemon (a checker that no bug can fail proves nothing). Each
+// search runs seeds from 1 until a checker fails; the failure names the seed
+// (replay: GQ_SEED=<n>).
 import { runSeedsAsync } from "@geoquota/sim";
 import { describe, expect, it } from "vitest";
 import {
   DEFAULT_MODEL_OPTIONS,
   type FaultOptions,
-  type KnownViolations,
   type ModelOptions,
   type ModelResult,
   type PlantedBugs,
@@ -142,12 +139,12 @@ describe("planted bugs make the checkers fail", () => {
   }, 120_000);
 });
 
-describe("known violations of today's code are caught (enable in the default set once fixed)", () => {
-  const known = (k: KnownViolations) => (seed: number) => scenarioFor(seed, { known: k });
+describe("admissions answered before the replica has them (DESIGN §4 durable admissions) are caught", () => {
+  const undurable = (seed: number) => scenarioFor(seed, { bugs: { undurableAdmissions: true } });
 
-  it("leased clients: a failover loses a lease write; until the replid poll notices, the bucket spends it again (static slices)", async () => {
+  it("leased clients: a failover loses a lease grant; until the replid poll notices, the bucket spends it again (static slices)", async () => {
     const f = await firstFailing(100, (seed) => {
-      const base = known({ failoverWithLeases: true })(seed);
+      const base = undurable(seed);
       return {
         ...base,
         algorithm: "token_bucket",
@@ -160,13 +157,13 @@ describe("known violations of today's code are caught (enable in the default set
     expect(f).toMatch(/leased \+ bucket exceeds/);
   }, 240_000);
 
-  it("a failover ending a replica stall loses the stall's admissions; until the replid poll notices, they are admitted again", async () => {
+  it("a failover ending a replica stall loses the stall's check admissions; until the replid poll notices, they are admitted again", async () => {
     // The harsh set of protocol.faults.sim with failovers allowed inside stalls.
     const f = await firstFailing(
       60,
       (seed) => {
         // Without leased clients, so every seed has its failovers.
-        const base = known({ stalledFailover: true })(seed);
+        const base = undurable(seed);
         const failovers = 2;
         return {
           ...base,

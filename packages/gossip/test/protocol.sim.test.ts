@@ -4,8 +4,7 @@
 // restarts, failovers that lose writes with the daemon down around them, a
 // policy change, shifting demand); the checkers run after every event. A
 // failure names its seed: replay with GQ_SEED=<n>; GQ_SIM_LONG=1 runs 20× more
-// seeds. Planted bugs and the faults today's code fails (KnownViolations)
-// are asserted caught in protocol.planted.sim.test.ts.
+// seeds. Planted bugs are asserted caught in protocol.planted.sim.test.ts.
 import { isLongMode, runSeedsAsync } from "@geoquota/sim";
 import { describe, expect, it } from "vitest";
 import {

@@ -133,6 +133,9 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
         loanDurationUs: config.lease.loanDurationMs * 1000,
         leasedMode: config.leased.enabled,
       },
+      ...(config.redis.durableAdmissions
+        ? { durability: { replicas: config.redis.replicas, timeoutMs: config.redis.timeoutMs } }
+        : {}),
     });
   }
   let registry = options.registry;

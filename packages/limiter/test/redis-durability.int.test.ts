@@ -3,7 +3,7 @@
 // wrote), a configured but disconnected replica is not durable, the start
 // checks (noeviction, declared replicas), and a limiter alone (no daemon)
 // that notices a failover and enters recovery.
-import { parsePolicies, parseRegionConfig } from "@geoquota/config";
+import { parsePolicies } from "@geoquota/config";
 import { type RedisServer, startRedis, startReplica, waitFor } from "@geoquota/testkit";
 import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
@@ -17,7 +17,7 @@ import {
   RedisStoreError,
   shardOf,
 } from "../src/redis/index.js";
-import { policy, TIMING } from "./redis-helpers.js";
+import { policy, serviceConfig, TIMING } from "./redis-helpers.js";
 
 const started: RedisServer[] = [];
 afterEach(async () => {
@@ -170,24 +170,6 @@ const POLICIES = parsePolicies(
   { default: { capacity: 10, refillPerSecond: 10 }, policies: [] },
   "test-policies.json",
 );
-
-function serviceConfig(url: string, replicas: number, primaryCheckMs = 1000) {
-  return parseRegionConfig(
-    {
-      region: "us-east",
-      listen: { host: "127.0.0.1", port: 0 },
-      redis: { url, timeoutMs: 200, replicas, primaryCheckMs },
-      regions: [
-        { id: "us-east", gossip: "127.0.0.1:1" },
-        { id: "eu-west", gossip: "127.0.0.1:2" },
-      ],
-      gossip: { listen: { host: "127.0.0.1", port: 1 }, plaintext: true },
-      sharedSecret: "test-shared-secret-0123456789",
-      adminToken: "test-admin-token-0123456789",
-    },
-    { file: "test.json", env: {} },
-  );
-}
 
 describe("failover seen by the limiter alone (no gossip daemon)", () => {
   it("the watcher runs scripts only when a replid changed: a tick is one INFO", async () => {

@@ -1,4 +1,5 @@
 // Shared fixtures of the redis-*.int tests: policies, timing, a Redis per file.
+import { parseRegionConfig, type RegionConfig } from "@geoquota/config";
 import type { KeyPolicy, LeaseTiming, RefundReceiptRef } from "../src/types.js";
 
 export const TIMING: LeaseTiming = { epsilonUs: 250_000, loanDurationUs: 3_000_000 };
@@ -30,4 +31,23 @@ let receipts = 0;
 export function receiptRef(admittedUs = Date.now() * 1000): RefundReceiptRef {
   receipts += 1;
   return { id: `r${process.pid}x${receipts}`, admittedUs, expiresUs: admittedUs + 60_000_000 };
+}
+
+/** A two-region limiter service config on `url` (the gossip endpoints are never dialled). */
+export function serviceConfig(url: string, replicas: number, primaryCheckMs = 1000): RegionConfig {
+  return parseRegionConfig(
+    {
+      region: "us-east",
+      listen: { host: "127.0.0.1", port: 0 },
+      redis: { url, timeoutMs: 200, replicas, primaryCheckMs },
+      regions: [
+        { id: "us-east", gossip: "127.0.0.1:1" },
+        { id: "eu-west", gossip: "127.0.0.1:2" },
+      ],
+      gossip: { listen: { host: "127.0.0.1", port: 1 }, plaintext: true },
+      sharedSecret: "test-shared-secret-0123456789",
+      adminToken: "test-admin-token-0123456789",
+    },
+    { file: "test.json", env: {} },
+  );
 }

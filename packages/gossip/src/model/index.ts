@@ -9,7 +9,6 @@ export type {
   ClientOptions,
   DemandMode,
   FaultOptions,
-  KnownViolations,
   ModelOptions,
   ModelResult,
   PlantedBugs,

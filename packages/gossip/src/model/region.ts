@@ -66,10 +66,10 @@ export class ModelRedis {
   unreplicatedWrites = 0;
   /**
    * Replication keeps a copy only while > 0 (a deep clone per catch-up is the
-   * simulation's largest cost): the harness arms it only in the seconds
-   * before a failover, the only instant the replica's content is read.
+   * simulation's largest cost): the harness arms it (armReplica) only in the
+   * seconds before a failover, the only instant the replica's content is read.
    */
-  replicaArmed = 0;
+  private replicaArmed = 0;
 
   constructor(id: string, timing: Timing, bugs: PlantedBugs, startUs: number) {
     this.id = id;
@@ -88,6 +88,26 @@ export class ModelRedis {
       key: cloneKey(this.key),
       dirty: this.dirty,
     };
+  }
+
+  /**
+   * Starts keeping the replica's copy. While disarmed the copy is stale, so
+   * arming is a catch-up: the replica receives every write so far (a stream
+   * delivery at this instant). The harness arms before any stall that can end
+   * in the failover starts; should another stall of the region cover the
+   * instant, the replica only ends up more complete (the failover forgets
+   * less), never less.
+   */
+  armReplica(): void {
+    this.replicaArmed++;
+    if (this.replicaArmed === 1) {
+      this.replica = this.snapshotNow();
+      this.unreplicatedWrites = 0;
+    }
+  }
+
+  disarmReplica(): void {
+    this.replicaArmed--;
   }
 
   /** The replica catches up with every write so far (replication stream, or a WAIT that succeeded). */

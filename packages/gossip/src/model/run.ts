@@ -37,7 +37,7 @@ const WAIT_TIMEOUT_US = 100_000;
 const PRIMARY_CHECK_US = 1_000_000;
 /** The replication stream catches up at least this often (when not stalled). */
 const REPLICA_STREAM_MAX_US = 200_000;
-/** How long before a failover the replica's content is materialised (see ModelRedis.replicaArmed). */
+/** How long before a failover the replica's content is materialised (see ModelRedis.armReplica). */
 const REPLICA_ARM_US = 2_500_000;
 
 interface ClientLease {
@@ -120,6 +120,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   const redisRng = rng.fork();
   const daemonRng = rng.fork();
   const policyRng = rng.fork();
+  const durableRng = rng.fork();
   // Leased mode (config `leased.enabled`) wherever clients may run, as the
   // limiter and the daemon's Redis port configure it: the recovery lease hold.
   const timing: Timing = {
@@ -130,7 +131,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   const n = opts.regions;
   const ids = Array.from({ length: n }, (_, i) => `r${i}`);
   const half = Math.floor(opts.clockSpreadUs / 2);
-  const stats = { leases: 0, failovers: 0, lostWrites: 0, waitFailures: 0 };
+  const stats = { leases: 0, failovers: 0, lostWrites: 0, waitFailures: 0, undurable: 0 };
   let failure: string | undefined;
   let asyncError: string | undefined;
   let worstShareExcess = Number.NEGATIVE_INFINITY;
@@ -467,6 +468,25 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   }
   for (const node of nodes) startDaemon(node);
 
+  // ---- durable admissions (DESIGN §4; limiter redis/store.ts mustBeDurable)
+  // An admitting check or a lease grant is answered only once the replica has
+  // the write: the limiter's probe + WAIT on its own connection. Modelled as
+  // a WAIT at the script's instant (no latency; a failover between the script
+  // and a slower WAIT would only turn the admission into a refusal): it fails
+  // while the region's replica stream is stalled, or with probability
+  // waitFailRate; the caller then gets nothing and the tokens stay consumed.
+  // Otherwise the replica catches up with every write so far, so a failover
+  // can forget only what was never handed out.
+  const durable = (node: Node): boolean => {
+    if (opts.bugs.undurableAdmissions === true) return true;
+    if (clock.nowUs() < node.stalledUntilUs || durableRng.chance(opts.faults.waitFailRate)) {
+      stats.undurable++;
+      return false;
+    }
+    node.redis.replicate();
+    return true;
+  };
+
   // ---- in-process leased clients (limiter LeasedClient semantics, model scripts)
   const releaseOf = (c: Client): { leaseId: string; used: number } | undefined => {
     const l = c.lease;
@@ -484,13 +504,14 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     clock.schedule(redisRng.int(100, 2_000), () => {
       const redisNowUs = localNow(node);
       const r = node.redis.acquireLease(node.view.limit, release, id, tokens, durationUs, redisNowUs);
+      const granted = r.granted > 0 && durable(node);
       // limiter LeasedClient: the granted duration (the script caps it at D
       // and before a borrowed loan's deadline − ε), timed from the send.
       const grantedUs = Math.min(durationUs, r.expiryUs - redisNowUs);
       scheduleBreakpoints(node);
       clock.schedule(redisRng.int(100, 2_000), () => {
         c.acquiring = false;
-        if (r.granted <= 0) return;
+        if (!granted) return;
         stats.leases++;
         c.lease = {
           id,
@@ -544,7 +565,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     if (node.clients.length > 0 && workRng.chance(opts.clients.leasedFraction)) {
       allowed = serveLeased(node, workRng.pick(node.clients), cost);
     } else {
-      allowed = node.redis.check(node.view.limit, cost, localNow(node));
+      allowed = node.redis.check(node.view.limit, cost, localNow(node)) && durable(node);
       scheduleBreakpoints(node);
     }
     if (allowed) admit(cost);
@@ -683,24 +704,11 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     });
   }
   for (let i = 0; i < opts.faults.failovers; i++) {
-    // Half of the failovers end a replica stall (the writes of the stall are
-    // lost): a known violation (KnownViolations.stalledFailover). Without it a
-    // failover never falls inside a stall of its region.
-    const stall =
-      opts.known.stalledFailover === true && stalls.length > 0 && faultRng.chance(0.5)
-        ? faultRng.pick(stalls)
-        : undefined;
-    let node = stall?.node ?? faultRng.pick(nodes);
-    let at = stall?.endUs ?? faultWindow();
-    if (stall === undefined && opts.known.stalledFailover !== true) {
-      const inStall = (n: Node, t: number) =>
-        stalls.some((x) => x.node === n && t >= x.startUs - REPLICA_STREAM_MAX_US && t <= x.endUs);
-      for (let tries = 0; tries < 20 && inStall(node, at); tries++) {
-        node = faultRng.pick(nodes);
-        at = faultWindow();
-      }
-      if (inStall(node, at)) continue;
-    }
+    // Half of the failovers end a replica stall: the writes of the stall are
+    // lost (durable admissions make sure none of them was handed out).
+    const stall = stalls.length > 0 && faultRng.chance(0.5) ? faultRng.pick(stalls) : undefined;
+    const node = stall?.node ?? faultRng.pick(nodes);
+    const at = stall?.endUs ?? faultWindow();
     const downBeforeUs =
       opts.faults.daemonDownAtFailoverUs > 0 ? faultRng.int(0, opts.faults.daemonDownAtFailoverUs) : -1;
     const downAfterUs =
@@ -709,10 +717,10 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     // Longer than any stall (2 s) plus a stream interval (200 ms): the replica
     // holds exactly what it had received when the primary died.
     clock.at(Math.max(0, at - REPLICA_ARM_US), () => {
-      node.redis.replicaArmed++;
+      node.redis.armReplica();
     });
     clock.at(at, () => {
-      node.redis.replicaArmed--;
+      node.redis.disarmReplica();
       stats.failovers++;
       stats.lostWrites += node.redis.failover();
       node.stalledUntilUs = 0;
@@ -836,6 +844,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     failovers: stats.failovers,
     lostWrites: stats.lostWrites,
     waitFailures: stats.waitFailures,
+    undurableAdmissions: stats.undurable,
     events: clock.executed,
   };
 }

@@ -43,7 +43,6 @@ export const DEFAULT_MODEL_OPTIONS: Omit<ModelOptions, "seed"> = {
   },
   reweighting: true,
   policyRule: { growAfterUs: 3_500_000 },
-  known: {},
   bugs: {},
 };
 
@@ -52,7 +51,7 @@ export const DEFAULT_MODEL_OPTIONS: Omit<ModelOptions, "seed"> = {
  * the full 2ε spread, lossy/duplicating/reordering links, partitions, state
  * losses, daemon restarts, replica stalls and WAIT timeouts, failovers (some
  * with the daemon down), leased clients, a policy change. Overrides win (used
- * by the targeted tests); a fault listed in `known` is off unless enabled.
+ * by the targeted tests).
  */
 export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, "seed">> = {}): ModelOptions {
   const rng = new Rng(seed ^ 0x5eed);
@@ -91,20 +90,17 @@ export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, 
     },
     policyRule: { growAfterUs: loanDurationUs + 2 * epsilonUs },
   };
-  const known = overrides.known ?? {};
-  let faults: ModelOptions["faults"] = base.faults;
+  const faults: ModelOptions["faults"] = base.faults;
   let clients = base.clients;
   let reweighting = true;
   // A quarter of the seeds run leased clients on static slices (at least one
-  // client somewhere), the rest as drawn. A failover that loses a lease write
-  // is a known violation: seeds with clients get no failovers unless it is on.
+  // client somewhere), the rest as drawn.
   const staticSlices = rng.chance(0.25);
   if (staticSlices) {
     reweighting = false;
     clients = { ...clients, perRegionMax: Math.max(1, clients.perRegionMax) };
   }
-  if (clients.perRegionMax > 0 && known.failoverWithLeases !== true) faults = { ...faults, failovers: 0 };
   // GCRA (the other rate algorithm) on a quarter of the seeds without clients.
   const algorithm = clients.perRegionMax === 0 && rng.chance(0.25) ? "gcra" : "token_bucket";
-  return { ...base, algorithm, faults, clients, reweighting, known, ...overrides, seed };
+  return { ...base, algorithm, faults, clients, reweighting, ...overrides, seed };
 }

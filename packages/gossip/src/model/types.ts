@@ -12,6 +12,8 @@ export interface PlantedBugs {
   readonly coarseRefill?: boolean;
   /** (e) trap 6: the leased client times its lease from the reply instead of from the send. */
   readonly leaseFromReceipt?: boolean;
+  /** (f) DESIGN §4: checks and lease grants are answered before the replica has them (no WAIT). */
+  readonly undurableAdmissions?: boolean;
 }
 
 export interface FaultOptions {
@@ -72,38 +74,6 @@ export interface ClientOptions {
   readonly marginUs: number;
 }
 
-/**
- * Faults that find violations in today's code (issue 12; the seeds and the
- * violations are in README-protocol.md). scenarioFor leaves each one out
- * unless it is switched on here; a test switches each on and asserts the
- * checkers catch it. Turn them on by default once the fixes have merged.
- */
-export interface KnownViolations {
-  /**
-   * Failovers in seeds with in-process leased clients. A failover that loses
-   * a `lease_acquire` write (leases are not made durable) gives the tokens
-   * back to the new primary's bucket while the client keeps spending them,
-   * until the 1 s replid poll starts recovery (static slices, seed 5 of the
-   * test's search: `Σ = 18.05 > C = 18`). Off: seeds with clients get no
-   * failovers (state losses, restarts, re-weighting and policy changes stay).
-   */
-  readonly failoverWithLeases?: boolean;
-  /**
-   * A failover that ends (or falls inside) a replica stall of its region: the
-   * writes of the stall are lost, check admissions included (checks and
-   * leases are not made durable, only loans and returns are), and until the
-   * replid poll starts recovery (up to `redis.primaryCheckMs`, 1 s here) the
-   * new primary admits that quota again: G1 fails (harsh seed 1000045:
-   * `old policy: G1 violated ... by 0.29535 (C=37, r=50/s)`). Off: failovers
-   * never fall inside a stall of their region (stalls and WAIT timeouts stay
-   * on). The same hole, smaller, remains in the default set: a failover still
-   * loses the replication stream's lag (up to 200 ms of writes), and while
-   * the buckets are full that alone can break G1 (harsh seed 1000110, outside
-   * the default range: one lost write, `G1 violated ... by 0.19365`).
-   */
-  readonly stalledFailover?: boolean;
-}
-
 /** How a policy change is applied (DESIGN §3 "Policy changes are replicated state"). */
 export interface PolicyChangeRule {
   /**
@@ -151,7 +121,6 @@ export interface ModelOptions {
   /** False: daemons never lend or borrow (static slices; DaemonOptions.reweighting). */
   readonly reweighting: boolean;
   readonly policyRule: PolicyChangeRule;
-  readonly known: KnownViolations;
   readonly bugs: PlantedBugs;
 }
 
@@ -177,5 +146,7 @@ export interface ModelResult {
   /** Writes a failover lost (summed over failovers). */
   readonly lostWrites: number;
   readonly waitFailures: number;
+  /** Admissions and lease grants refused because their WAIT failed (durable admissions). */
+  readonly undurableAdmissions: number;
   readonly events: number;
 }

@@ -43,6 +43,7 @@ export {
   type KeyStateView,
   type LeaseReport,
   MAX_RELEASES_PER_CALL,
+  NotDurableError,
   type RedisRegionStore,
   type RedisStoreOptions,
   type StoreCompoundDecision,

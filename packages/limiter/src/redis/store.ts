@@ -18,6 +18,7 @@ import { assertCost, type KeyArgs, keyArgsBuilder } from "./args.js";
 import { num, pairs, parseLoan, str } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
 import { assertName, isCluster, type RedisClient, refundedReceiptsKey } from "./keys.js";
+import { type Durability, durabilityWaiter } from "./replication.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
 
 export interface RedisStoreOptions {
@@ -27,6 +28,30 @@ export interface RedisStoreOptions {
   readonly timing: LeaseTiming;
   /** close() quits the connection too. Default false. */
   readonly ownsConnection?: boolean;
+  /**
+   * Durable admissions (DESIGN §4, docs/internals.md "Durable admissions"):
+   * with `replicas` > 0, an admitting check and a lease grant are answered
+   * only once every replica acknowledged the write (a probe + `WAIT replicas
+   * timeoutMs` on a second connection, shared by the calls in flight), so a
+   * failover never forgets quota that was handed out. A wait that fails makes
+   * the call fail (the breaker counts it; the limiter takes its degraded
+   * path): the tokens stay consumed in Redis, which only under-admits.
+   * Absent or `replicas: 0`: answered at once (a failover may then forget up
+   * to the replication lag plus `redis.primaryCheckMs` of admissions).
+   */
+  readonly durability?: { readonly replicas: number; readonly timeoutMs: number };
+}
+
+/** The call's write was not acknowledged by every replica (DESIGN §4, durable admissions). */
+export class NotDurableError extends Error {
+  constructor(
+    readonly op: string,
+    readonly acked: number,
+    readonly replicas: number,
+  ) {
+    super(`${op}: ${acked} of ${replicas} replicas acknowledged the write; not answered as admitted`);
+    this.name = "NotDurableError";
+  }
 }
 
 /** A decision plus the raw slice figures the scripts return (tests replay them through the model). */
@@ -144,6 +169,29 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
   const scripts: ScriptCaller = bindScripts(redis);
   const args: (p: KeyPolicy) => KeyArgs = keyArgsBuilder(timing);
   const cluster = isCluster(redis);
+  // A connection of its own: WAIT blocks the connection it runs on, and the
+  // checks must not queue behind it. Its probe write makes the WAIT cover
+  // writes made on the main connection (replication.ts durabilityWaiter).
+  const replicas = options.durability?.replicas ?? 0;
+  const waitConnection: RedisClient | undefined =
+    replicas > 0 ? (isCluster(redis) ? redis.duplicate() : redis.duplicate()) : undefined;
+  const waitDurable =
+    waitConnection !== undefined
+      ? durabilityWaiter(waitConnection, { replicas, timeoutMs: options.durability?.timeoutMs ?? 50 })
+      : undefined;
+  // A Cluster client knows its slots (shardNode) only once connected.
+  let connected: Promise<unknown> | undefined;
+  const mustBeDurable = async (op: string, shard: number): Promise<void> => {
+    if (waitDurable === undefined || waitConnection === undefined) return;
+    if (waitConnection.status !== "ready") {
+      connected ??= new Promise((resolve) => waitConnection.once("ready", resolve)).finally(() => {
+        connected = undefined;
+      });
+      await connected;
+    }
+    const d: Durability = await waitDurable(shard);
+    if (!d.durable) throw new NotDurableError(op, d.acked, replicas);
+  };
 
   const single = async (
     name: "check" | "refund",
@@ -154,6 +202,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     const a = args(policy);
     const r = await scripts.call(name, a.keys, [region, ...a.policyArgv, String(cost)]);
     const nowUs = num(r[5], "now");
+    if (num(r[0], "allowed") === 1) await mustBeDurable(name, a.shard);
     return toDecision(policy, [r[0], r[1], r[2], r[3], r[4], r[6]], 0, nowUs, cost);
   };
 
@@ -192,6 +241,8 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       argv.push(rel.leaseId, String(rel.used));
     }
     const r = await scripts.call("leaseAcquire", a.keys, argv);
+    // Granted tokens are spent without asking Redis again: durable first.
+    if (num(r[0], "granted") > 0) await mustBeDurable("leaseAcquire", a.shard);
     return {
       lease: {
         leaseId,
@@ -255,6 +306,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       if (items.length === 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", "empty compound check");
       const r = await scripts.call("checkCompound", keys, argv);
       const nowUs = num(r[2], "now");
+      if (num(r[0], "allowed") === 1) await mustBeDurable("checkCompound", firstShard);
       const parts = items.map((it, i) => toDecision(it.policy, r, 3 + 6 * i, nowUs, it.cost));
       return { allowed: num(r[0], "allowed") === 1, failedIndex: num(r[1], "failed"), parts, nowUs };
     },
@@ -296,6 +348,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     },
 
     async close() {
+      waitConnection?.disconnect();
       if (options.ownsConnection) await redis.quit();
     },
   };
