@@ -11,8 +11,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
-const DESIGN_PATH = join(ROOT, "docs/design.md");
-const design = readFileSync(DESIGN_PATH, "utf8");
+const design = readFileSync(join(ROOT, "docs/design.md"), "utf8");
 
 const SKIPPED_DIRS = new Set(["node_modules", "dist", ".tmp"]);
 const SCANNED = /\.(ts|mts|cts|js|mjs|cjs|lua|sh|pml|md|json|ya?ml)$/;
@@ -172,15 +171,20 @@ describe("docs/design.md", () => {
     expect([...targets().guarantee].sort()).toEqual(["1", "2", "3", "4", "5"]);
   });
 
-  it("every file and page it cites exists", () => {
+  it("every file and page it (and architecture.md) cites exists", () => {
     const missing: string[] = [];
-    for (const m of design.matchAll(
-      /`((?:packages|lua|test|scripts|model|regions|docs)\/[^`\s]*[^`\s/])`/g,
-    )) {
-      if (!m[1]!.includes("*") && !existsSync(join(ROOT, m[1]!))) missing.push(m[1]!);
-    }
-    for (const m of design.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
-      if (!/^[a-z]+:/.test(m[1]!) && !existsSync(resolve(dirname(DESIGN_PATH), m[1]!))) missing.push(m[1]!);
+    for (const doc of ["docs/design.md", "docs/architecture.md"]) {
+      const text = readRepoFile(doc);
+      for (const m of text.matchAll(
+        /`((?:packages|lua|test|scripts|model|regions|docs)\/[^`\s]*[^`\s/])`/g,
+      )) {
+        if (!m[1]!.includes("*") && !existsSync(join(ROOT, m[1]!))) missing.push(`${doc}: ${m[1]}`);
+      }
+      for (const m of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
+        if (!/^[a-z]+:/.test(m[1]!) && !existsSync(resolve(ROOT, dirname(doc), m[1]!))) {
+          missing.push(`${doc}: ${m[1]}`);
+        }
+      }
     }
     expect(missing).toEqual([]);
   });
