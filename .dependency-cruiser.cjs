@@ -61,7 +61,10 @@ module.exports = {
       comment:
         "The test kit imports no other workspace package, except the process spawners' own package (@geoquota/procs, being split out of it in parallel; it may build on it).",
       from: { path: "^packages/testkit/src/" },
-      to: { path: "^(packages/([^/]+)/|@geoquota/)", pathNot: ["^packages/(testkit|procs)/", "^@geoquota/procs$"] },
+      to: {
+        path: "^(packages/([^/]+)/|@geoquota/)",
+        pathNot: ["^packages/(testkit|procs)/", "^@geoquota/procs$"],
+      },
     },
     {
       name: "limiter-layer",
