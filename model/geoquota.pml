@@ -695,7 +695,7 @@ active proctype world() {
 #elif !defined(UNLEASED)
     if :: leasedMode = 1 :: leasedMode = 0 fi;
 #endif
-    /* a fresh cluster: buckets full (DESIGN internals "Fresh clusters") */
+    /* a fresh cluster: buckets full (docs/internals.md "Fresh clusters") */
     cI = 0;
     do
     :: cI < N -> bex[cI] = 1; tk[cI] = COLD * BOLD(cI); ts[cI] = off[cI]; cI++

@@ -1,0 +1,152 @@
+// Import rules of docs/architecture.md ("The rule each package follows"),
+// checked by test/dependency-rules.test.ts (project `integration`, so part of
+// `npm test`) with dependency-cruiser. Run by hand:
+//   pnpm exec depcruise --config .dependency-cruiser.cjs packages test
+// Every rule holds today except where an entry of TEMPORARY_EXCEPTIONS says
+// otherwise; each exception is a known departure listed in
+// docs/architecture.md and is removed when the departure is fixed.
+
+/** Workspace packages that import no other workspace package (the ground floor). */
+const LEAF_PACKAGES = ["crdt", "sim", "lease", "config"];
+
+/**
+ * Known departures (docs/architecture.md "Known departures"). Paths are
+ * regular expressions on the importing file.
+ */
+const TEMPORARY_EXCEPTIONS = {
+  // The CLI starts local clusters with the test kit's process spawners
+  // (startRedis, startToxiproxy, spawnProcess, repoRoot, waitFor). Goes away
+  // when the spawners move to their own package (@geoquota/procs; issue 13
+  // item 5, being done in parallel with this check).
+  cliSpawnsWithTestkit: "^packages/cli/src/(cluster/orchestrator|chaos/cluster)\\.ts$",
+  // The CLI's demo and chaos runs judge their own records with the test kit's
+  // G1 oracle (checkGlobalBound, Admission, OracleVerdict); some of these files
+  // use the spawners too. Goes away when the oracle moves out of the test kit
+  // (issue 13 item 5: "packages/sim: the one PRNG and the one oracle").
+  cliUsesTestkitOracle:
+    "^packages/cli/src/(chaos/(run-scenario|unsafe|checks)|demo/(run-demo|request-log|summary))\\.ts$",
+  // The benchmark harness starts its own redis-server with the test kit
+  // (startRedis, the RedisServer type). The bench is a measuring tool run by
+  // the CLI (`geoquota bench`), not a test helper: a departure too, fixed by
+  // the same spawner move.
+  benchSpawnsWithTestkit: "^packages/bench/src/(run-bench|http-path|leased-path|memory|redis-path)\\.ts$",
+  // A stream test starts a whole cluster through the CLI, which depends on
+  // the stream package: a hidden workspace cycle (issue 13).
+  streamTestImportsCli: "^packages/stream/test/cluster\\.int\\.test\\.ts$",
+};
+
+const ourPackage = (names) => `^(packages/(${names.join("|")})/|@geoquota/(${names.join("|")})$)`;
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      severity: "error",
+      comment: "No import cycles, inside a package or across packages.",
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: "leaf-packages-import-nothing-of-ours",
+      severity: "error",
+      comment:
+        "crdt (pure data and functions), sim (PRNG, clock, network), lease (the pure model) and config (schemas) import no other workspace package.",
+      from: { path: `^packages/(${LEAF_PACKAGES.join("|")})/src/` },
+      to: { path: "^(packages/([^/]+)/|@geoquota/)", pathNot: ["^packages/$1/"] },
+    },
+    {
+      name: "testkit-imports-only-spawners",
+      severity: "error",
+      comment:
+        "The test kit imports no other workspace package, except the process spawners' own package (@geoquota/procs, being split out of it in parallel; it may build on it).",
+      from: { path: "^packages/testkit/src/" },
+      to: {
+        path: "^(packages/([^/]+)/|@geoquota/)",
+        pathNot: ["^packages/(testkit|procs)/", "^@geoquota/procs$"],
+      },
+    },
+    {
+      name: "limiter-layer",
+      severity: "error",
+      comment:
+        "The limiter imports config, crdt and lease only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
+      from: { path: "^packages/limiter/src/" },
+      to: { path: ourPackage(["gossip", "stream", "cli", "bench", "sim", "testkit"]) },
+    },
+    {
+      name: "gossip-layer",
+      severity: "error",
+      comment: "The gossip daemon never imports the stream, the CLI or the bench.",
+      from: { path: "^packages/gossip/src/" },
+      to: { path: ourPackage(["stream", "cli", "bench"]) },
+    },
+    {
+      name: "stream-layer",
+      severity: "error",
+      comment: "The stream package imports config and limiter: never gossip, the CLI or the bench.",
+      from: { path: "^packages/stream/src/" },
+      to: { path: ourPackage(["gossip", "cli", "bench"]) },
+    },
+    {
+      name: "bench-layer",
+      severity: "error",
+      comment: "The bench never imports the CLI (the CLI runs the bench), gossip or stream.",
+      from: { path: "^packages/bench/src/" },
+      to: { path: ourPackage(["cli", "gossip", "stream"]) },
+    },
+    {
+      name: "no-testkit-in-package-sources",
+      severity: "error",
+      comment:
+        "The test kit is for tests only: nothing under packages/*/src imports it (the test kit itself excepted; temporary exceptions listed in TEMPORARY_EXCEPTIONS).",
+      from: {
+        path: "^packages/[^/]+/src/",
+        pathNot: [
+          "^packages/testkit/",
+          TEMPORARY_EXCEPTIONS.cliSpawnsWithTestkit,
+          TEMPORARY_EXCEPTIONS.cliUsesTestkitOracle,
+          TEMPORARY_EXCEPTIONS.benchSpawnsWithTestkit,
+        ],
+      },
+      to: { path: ourPackage(["testkit"]) },
+    },
+    {
+      name: "no-test-code-in-package-sources",
+      severity: "error",
+      comment: "No package source imports from the top-level test/ or from any package's test/.",
+      from: { path: "^packages/[^/]+/src/" },
+      to: { path: "^(test/|packages/[^/]+/test/)" },
+    },
+    {
+      name: "simulation-stays-out-of-production",
+      severity: "error",
+      comment:
+        "The whole-protocol simulation (packages/gossip/src/model/) is test code: no public index and no production module imports it; tests import it by path.",
+      from: { path: "^packages/[^/]+/src/", pathNot: ["^packages/gossip/src/model/"] },
+      to: { path: "^packages/gossip/src/model/" },
+    },
+    {
+      name: "no-cli-in-lower-package-tests",
+      severity: "error",
+      comment:
+        "A package's tests never import the CLI, which sits above every package (that would be a workspace cycle).",
+      from: { path: "^packages/(?!cli/)[^/]+/test/", pathNot: [TEMPORARY_EXCEPTIONS.streamTestImportsCli] },
+      to: { path: ourPackage(["cli"]) },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "(^|/)(node_modules|dist|\\.tmp)/" },
+    tsConfig: { fileName: "tsconfig.json" },
+    tsPreCompilationDeps: true,
+    // Workspace packages resolve to their TypeScript sources, as in vitest.
+    enhancedResolveOptions: {
+      exportsFields: ["exports"],
+      conditionNames: ["@geoquota/source", "import", "node", "default"],
+      extensions: [".ts", ".mts", ".js", ".mjs", ".cjs", ".json"],
+      mainFields: ["module", "main", "types"],
+    },
+    reporterOptions: { text: { highlightFocused: true } },
+  },
+};
