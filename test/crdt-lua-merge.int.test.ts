@@ -3,7 +3,8 @@
 // conflicts) are delivered to a real Redis in random order with duplicates;
 // the result must equal the library's join of the same records.
 import { KeyRecord } from "@geoquota/crdt";
-import { createGossipStore, initFreshRegion, type KeyPolicy, type LoanRecord } from "@geoquota/limiter";
+import { initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
+import { createGossipStore, type LoanRecord } from "@geoquota/limiter/redis";
 import { type RedisServer, startRedis } from "@geoquota/testkit";
 import fc from "fast-check";
 import type { Redis } from "ioredis";

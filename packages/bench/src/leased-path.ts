@@ -2,7 +2,8 @@
 // awaiting one acquire only when the held leases run dry) against
 // rate-limiter-flexible's RateLimiterMemory, alternating runs, 1,000 keys.
 // Redis ops per decision come from INFO commandstats on the store's Redis.
-import { createRedisStore, initFreshRegion, LeasePool } from "@geoquota/limiter";
+import { createRedisStore, initFreshRegion } from "@geoquota/limiter";
+import { LeasePool } from "@geoquota/limiter/internal";
 import type { RedisServer } from "@geoquota/testkit";
 import { RateLimiterMemory } from "rate-limiter-flexible";
 import { median } from "./closed-loop.js";

@@ -1,13 +1,8 @@
 // Section 6: Redis memory per key (MEMORY USAGE, all samples) of each key
 // class after a few checks, per algorithm; the reference is a
 // rate-limiter-flexible key on the same Redis.
-import {
-  type Algorithm,
-  createRedisStore,
-  initFreshRegion,
-  type KeyPolicy,
-  keyNames,
-} from "@geoquota/limiter";
+import { type Algorithm, createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
+import { keyNames } from "@geoquota/limiter/redis";
 import type { RedisServer } from "@geoquota/testkit";
 import type { Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";

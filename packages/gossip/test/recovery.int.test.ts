@@ -1,7 +1,8 @@
 // The recovery watcher behind geoquota_region_recovering and the
 // recovery_started/ended events reads every shard's incarnation marker, on a
 // standalone Redis and on a real 3-master Cluster.
-import { initFreshRegion, rotateIncarnation } from "@geoquota/limiter";
+import { initFreshRegion } from "@geoquota/limiter";
+import { rotateIncarnation } from "@geoquota/limiter/redis";
 import { type RedisClusterServers, type RedisServer, startRedis, startRedisCluster } from "@geoquota/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 import { readRecovery, recoveryOf } from "../src/daemon/recovery.js";

@@ -2,7 +2,8 @@
 // shard is drained, the sweep walks every master, reads and merges are routed
 // to the tenant's slot.
 import { encodeKey } from "@geoquota/crdt";
-import { createRedisStore, initFreshRegion, type KeyPolicy, shardOf, shardSlot } from "@geoquota/limiter";
+import { createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
+import { shardOf, shardSlot } from "@geoquota/limiter/redis";
 import { type RedisClusterServers, startRedisCluster } from "@geoquota/testkit";
 import type { Cluster } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";

@@ -10,10 +10,12 @@ import { logLevelOf } from "./log-events.js";
 import type { Limiter } from "./limiter.js";
 import {
   checkRedisSetup,
+  connectRegionRedis,
   createPrimaryWatcher,
   createRedisStore,
   initFreshRegion,
   type PrimaryWatcher,
+  waitReady,
 } from "./redis/index.js";
 import type { RegionStore } from "./types.js";
 
@@ -48,53 +50,6 @@ export interface StartRegionOptions {
    * Never set this for a Redis that may have lost state (DESIGN §4).
    */
   readonly fresh?: boolean;
-}
-
-/**
- * ioredis tuned for a limiter: fail fast when disconnected so the breaker sees
- * it, reconnect forever. With `cluster`, the URL is one seed node of a Redis
- * Cluster and the client discovers the slots (every script touches one slot).
- */
-export function connectRegionRedis(url: string, cluster = false): Redis | Cluster {
-  const options = {
-    maxRetriesPerRequest: 0,
-    connectTimeout: 1000,
-    retryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
-  };
-  if (cluster) {
-    const u = new URL(url);
-    const c = new Cluster([{ host: u.hostname, port: Number(u.port || 6379) }], {
-      enableOfflineQueue: false,
-      clusterRetryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
-      redisOptions: {
-        ...options,
-        ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
-        ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
-      },
-    });
-    c.on("error", () => {});
-    return c;
-  }
-  const redis = new Redis(url, { ...options, enableOfflineQueue: false });
-  // Without a listener ioredis prints every connection error to the console.
-  redis.on("error", () => {});
-  return redis;
-}
-
-/** Resolves once the connection is ready (commands fail fast before that: no offline queue). */
-export function waitReady(redis: Redis | Cluster, timeoutMs: number): Promise<void> {
-  if (redis.status === "ready") return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      redis.off("ready", onReady);
-      reject(new Error(`redis not ready after ${timeoutMs} ms`));
-    }, timeoutMs);
-    const onReady = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    redis.once("ready", onReady);
-  });
 }
 
 export async function startRegionService(options: StartRegionOptions): Promise<RegionService> {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CircuitBreaker, PERMIT_DENIED, PERMIT_NORMAL, PERMIT_PROBE } from "../src/index.js";
+import { CircuitBreaker, PERMIT_DENIED, PERMIT_NORMAL, PERMIT_PROBE } from "../src/breaker.js";
 import { manualClock } from "./helpers/config.js";
 
 const opts = { failureThreshold: 3, openMs: 1000, halfOpenProbes: 1, closeAfterSuccesses: 2 };

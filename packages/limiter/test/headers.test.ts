@@ -2,7 +2,7 @@
 // (15 digits) are clamped instead of making the serializer throw (a 500).
 import { parseList } from "structured-headers";
 import { describe, expect, it } from "vitest";
-import { rateLimitHeaders, windowSeconds } from "../src/index.js";
+import { rateLimitHeaders, windowSeconds } from "../src/headers.js";
 import { SF_INTEGER_MAX } from "../src/headers.js";
 import type { HeaderFields } from "../src/headers.js";
 

@@ -4,7 +4,8 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp, hashKey } from "../src/index.js";
+import { buildApp } from "../src/app.js";
+import { hashKey } from "../src/key-hygiene.js";
 import { keyHashSecretOf } from "../src/key-hygiene.js";
 import type { z } from "zod";
 import {

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { hashKey, ipKey, type LimiterError, validateKeyPart } from "../src/index.js";
+import type { LimiterError } from "../src/errors.js";
+import { hashKey, ipKey, validateKeyPart } from "../src/key-hygiene.js";
 import { keyHashSecretOf, KEY_PATTERN, storedKeyPart } from "../src/key-hygiene.js";
 
 describe("key hygiene", () => {

@@ -5,7 +5,8 @@
 import { checkGlobalBound } from "@geoquota/testkit";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type KeyPolicy, type Lease, LeasedClient } from "../src/index.js";
+import { LeasedClient } from "../src/leased-client.js";
+import type { KeyPolicy, Lease } from "../src/types.js";
 import { FakeStore } from "./helpers/fake-store.js";
 
 /**

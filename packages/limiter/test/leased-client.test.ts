@@ -1,6 +1,7 @@
 import { checkGlobalBound } from "@geoquota/testkit";
 import { describe, expect, it } from "vitest";
-import { type KeyPolicy, LeasedClient, type Lease } from "../src/index.js";
+import { LeasedClient } from "../src/leased-client.js";
+import type { KeyPolicy, Lease } from "../src/types.js";
 import { manualClock } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 

@@ -4,14 +4,9 @@
 import { checkGlobalBound, type RedisServer, startRedis } from "@geoquota/testkit";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  createRedisStore,
-  initFreshRegion,
-  type KeyPolicy,
-  LeasedClient,
-  type RegionStore,
-  shardOf,
-} from "../src/index.js";
+import { LeasedClient } from "../src/leased-client.js";
+import { createRedisStore, initFreshRegion, shardOf } from "../src/redis/index.js";
+import type { KeyPolicy, RegionStore } from "../src/types.js";
 
 let server: RedisServer;
 let redis: Redis;

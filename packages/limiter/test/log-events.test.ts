@@ -3,7 +3,9 @@
 // breaker transitions, 5xx responses and policy changes.
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp, logLevelOf, RedisStoreError, ThrottledEvents } from "../src/index.js";
+import { buildApp } from "../src/app.js";
+import { logLevelOf, ThrottledEvents } from "../src/log-events.js";
+import { RedisStoreError } from "../src/redis/index.js";
 import { ADMIN_TOKEN, manualClock, testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 

@@ -2,7 +2,7 @@
 // body naming any other resource must not create a series.
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp } from "../src/index.js";
+import { buildApp } from "../src/app.js";
 import { ADMIN_TOKEN, manualClock, testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 

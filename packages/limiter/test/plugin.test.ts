@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { geoquotaRateLimit, Limiter } from "../src/index.js";
+import { Limiter } from "../src/limiter.js";
+import { geoquotaRateLimit } from "../src/plugin.js";
 import { RateLimitedSchema } from "../src/validation.js";
 import { testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";

@@ -1,8 +1,8 @@
 // The TypeScript bindings cannot drift from the lua/*.lua headers.
-import { readdirSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   assertSpecMatchesHeader,
+  luaFiles,
   luaSource,
   parseHeader,
   RedisStoreErrors,
@@ -17,7 +17,7 @@ describe("script headers", () => {
   });
 
   it("every script in lua/ (but the library) has a binding", () => {
-    const files = readdirSync(new URL("../../../lua/", import.meta.url)).filter((f) => f.endsWith(".lua"));
+    const { files } = luaFiles();
     const bound = new Set(Object.values(SCRIPTS).map((s) => s.file));
     expect(files.filter((f) => f !== "lib.lua" && !bound.has(f))).toEqual([]);
   });
@@ -31,8 +31,8 @@ describe("script headers", () => {
   });
 
   it("every script reads time only from Redis TIME and uses HSET, never HMSET", () => {
-    for (const f of readdirSync(new URL("../../../lua/", import.meta.url))) {
-      const src = readFileSync(new URL(`../../../lua/${f}`, import.meta.url), "utf8");
+    for (const f of luaFiles().files) {
+      const src = luaSource(f);
       expect(src).not.toMatch(/HMSET|os\.time|os\.clock/);
     }
   });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { hashKey } from "../src/index.js";
+import { hashKey } from "../src/key-hygiene.js";
 import { keyHashSecretOf } from "../src/key-hygiene.js";
 import { type RegionService, runRegion, startRegionService } from "../src/main.js";
 import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";

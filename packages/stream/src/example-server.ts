@@ -7,14 +7,8 @@
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { PolicySet } from "@geoquota/config";
-import {
-  connectRegionRedis,
-  createRedisStore,
-  KEY_MAX_LENGTH,
-  KEY_PATTERN,
-  type LeaseTiming,
-  type RegionStore,
-} from "@geoquota/limiter";
+import { connectRegionRedis, createRedisStore, type LeaseTiming, type RegionStore } from "@geoquota/limiter";
+import { KEY_MAX_LENGTH, KEY_PATTERN } from "@geoquota/limiter/internal";
 import { Registry } from "prom-client";
 import { type RawData, WebSocketServer } from "ws";
 import type { FrameInfo } from "./metered-connection.js";

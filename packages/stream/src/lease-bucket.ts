@@ -15,7 +15,8 @@
 //
 // Timing is the limiter's (trap 6): a lease is usable until the monotonic time
 // we SENT the acquire + min(asked, granted duration) − margin.
-import type { KeyPolicy, MonotonicClock, RegionStore } from "@geoquota/limiter";
+import type { KeyPolicy, RegionStore } from "@geoquota/limiter";
+import type { MonotonicClock } from "@geoquota/limiter/internal";
 
 export interface LeaseBucketOptions {
   /** Tokens asked per acquire. */

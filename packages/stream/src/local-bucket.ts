@@ -2,7 +2,7 @@
 // from taking its tenant's whole quota. It guards nothing global (the shared
 // lease does), so it needs no Redis; it pays partially so that a frame larger
 // than its capacity still passes, one refill at a time.
-import type { MonotonicClock } from "@geoquota/limiter";
+import type { MonotonicClock } from "@geoquota/limiter/internal";
 
 export class LocalBucket {
   private tokens: number;

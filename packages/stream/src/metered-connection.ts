@@ -11,7 +11,7 @@
 // The queue is bounded by what one read can hold (plus one max-size frame);
 // anything beyond that would be a bug, so it closes the connection instead of
 // growing.
-import type { MonotonicClock } from "@geoquota/limiter";
+import type { MonotonicClock } from "@geoquota/limiter/internal";
 import type { RawData, WebSocket } from "ws";
 import type { LocalBucket } from "./local-bucket.js";
 import type { StreamMetrics } from "./metrics.js";

@@ -3,14 +3,8 @@
 // resources, leased in-process from this region's bucket) behind a
 // per-connection cap. See README.md for the mechanism and its bounds.
 import { type PolicySet, policyKey, resolvePolicy } from "@geoquota/config";
-import {
-  KEY_MAX_LENGTH,
-  KEY_PATTERN,
-  type KeyPolicy,
-  type MonotonicClock,
-  monotonicNow,
-  type RegionStore,
-} from "@geoquota/limiter";
+import type { KeyPolicy, RegionStore } from "@geoquota/limiter";
+import { KEY_MAX_LENGTH, KEY_PATTERN, type MonotonicClock, monotonicNow } from "@geoquota/limiter/internal";
 import { Registry } from "prom-client";
 import type { WebSocket } from "ws";
 import { LocalBucket } from "./local-bucket.js";

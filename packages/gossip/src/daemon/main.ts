@@ -11,8 +11,8 @@ import {
   type RegionConfig,
   resolvePolicy,
 } from "@geoquota/config";
-import { checkRedisSetup, logLevelOf, ThrottledEvents, waitReady } from "@geoquota/limiter";
-import { Cluster, Redis } from "ioredis";
+import { checkRedisSetup, connectRedis, waitReady } from "@geoquota/limiter/redis";
+import { logLevelOf, ThrottledEvents } from "@geoquota/limiter/internal";
 import pino from "pino";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import { Mesh } from "../transport/index.js";
@@ -26,47 +26,6 @@ export interface RunningGossip {
   readonly mesh: Mesh;
   readonly httpPort: number;
   close(): Promise<void>;
-}
-
-/**
- * The daemon's Redis connection options from its URL. A standalone client
- * reads credentials, TLS (`rediss://`) and the database from the URL itself;
- * a Cluster client is given seed nodes only, so the URL's username, password
- * and TLS must be copied into the options every node connection uses.
- */
-export interface DaemonNodeOptions {
-  maxRetriesPerRequest: number;
-  enableAutoPipelining: boolean;
-  username?: string;
-  password?: string;
-  tls?: { servername: string };
-}
-
-export function daemonRedisOptions(
-  url: string,
-  cluster: boolean,
-):
-  | { readonly cluster: false; readonly url: string; readonly options: DaemonNodeOptions }
-  | {
-      readonly cluster: true;
-      readonly nodes: { host: string; port: number }[];
-      readonly options: { redisOptions: DaemonNodeOptions };
-    } {
-  const redisOptions: DaemonNodeOptions = { maxRetriesPerRequest: 1, enableAutoPipelining: false };
-  if (!cluster) return { cluster: false, url, options: redisOptions };
-  const u = new URL(url);
-  return {
-    cluster: true,
-    nodes: [{ host: u.hostname, port: Number(u.port || 6379) }],
-    options: {
-      redisOptions: {
-        ...redisOptions,
-        ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
-        ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
-        ...(u.protocol === "rediss:" ? { tls: { servername: u.hostname } } : {}),
-      },
-    },
-  };
 }
 
 /**
@@ -134,11 +93,18 @@ export async function startGossip(
   collectDefaultMetrics({ register: registry });
   const url = config.gossip.redisUrl ?? config.redis.url;
   // With redis.cluster the URL is one seed node; every script touches one slot.
-  const ro = daemonRedisOptions(url, config.redis.cluster);
-  const redis = ro.cluster ? new Cluster(ro.nodes, ro.options) : new Redis(ro.url, ro.options);
-  redis.on("error", (err: Error) =>
-    events.emit("warn", "redis_error", "connection", { op: "connection", error: err.message }, "redis error"),
-  );
+  const redis = connectRedis(url, {
+    cluster: config.redis.cluster,
+    role: "daemon",
+    onError: (err) =>
+      events.emit(
+        "warn",
+        "redis_error",
+        "connection",
+        { op: "connection", error: err.message },
+        "redis error",
+      ),
+  });
   // DESIGN §4: refuse an evicting Redis (or undeclared replicas) at start;
   // watch the primary's replication id (a failover to a replica that may have
   // missed writes puts the region into recovery); grants and returns leave

@@ -2,15 +2,15 @@
 // between the Redis view of a key and the CRDT record gossip ships.
 import type { RegionConfig } from "@geoquota/config";
 import { encodeKey, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
+import type { KeyPolicy } from "@geoquota/limiter";
 import {
   createGossipStore,
   createPrimaryWatcher,
   isCluster,
-  type KeyPolicy,
   type LoanRecord,
   parseCounterKey,
   type RedisClient,
-} from "@geoquota/limiter";
+} from "@geoquota/limiter/redis";
 import type { Redis } from "ioredis";
 import type { InboundLoan } from "../policy/index.js";
 import type { DaemonStore, KeyState } from "./store-port.js";

@@ -353,10 +353,13 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     const timeout = stalled || redisRng.chance(opts.faults.waitFailRate);
     const at = Math.max(clock.nowUs() + (timeout ? WAIT_TIMEOUT_US : redisRng.int(200, 3_000)), node.fifoUs);
     node.fifoUs = at;
+    // The WAIT runs on the primary of now: a failover before it answers kills
+    // that connection (not durable), whatever the new primary holds.
+    const replid = node.redis.replid;
     return new Promise<boolean>((resolve) => {
       clock.at(at, () => {
         asyncTouched = true;
-        if (timeout) {
+        if (timeout || node.redis.replid !== replid) {
           stats.waitFailures++;
           resolve(false);
           return;

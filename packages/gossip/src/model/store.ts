@@ -7,7 +7,8 @@
 // holds. Keep this file in step with redis-port.ts.
 import { KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import { type KeyLimit, loanUsable, type ReceivedLoan } from "@geoquota/lease";
-import { type KeyPolicy, keyLimit } from "@geoquota/limiter";
+import type { KeyPolicy } from "@geoquota/limiter";
+import { keyLimit } from "@geoquota/limiter/redis";
 import type { DaemonStore, KeyState } from "../daemon/store-port.js";
 import type { InboundLoan } from "../policy/index.js";
 import type { ModelRedis } from "./region.js";

@@ -36,7 +36,14 @@ export {
   rotateIncarnation,
   shardNode,
 } from "./replication.js";
-export { assertSpecMatchesHeader, bindScripts, luaSource, ScriptCaller, scriptSources } from "./scripts.js";
+export {
+  assertSpecMatchesHeader,
+  bindScripts,
+  luaFiles,
+  luaSource,
+  ScriptCaller,
+  scriptSources,
+} from "./scripts.js";
 export { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
 export {
   createRedisStore,
@@ -50,3 +57,14 @@ export {
   type StoreDecision,
   toDecision,
 } from "./store.js";
+export {
+  type ConnectRedisOptions,
+  connectRedis,
+  connectRegionRedis,
+  type NodeOptions,
+  type RedisConnectPlan,
+  type RedisRole,
+  redisConnectPlan,
+  waitReady,
+} from "./connect.js";
+export type { LoanRecord } from "../types.js";

@@ -2,7 +2,7 @@
 // `defineCommand`: EVALSHA, with ioredis' fallback to EVAL on NOSCRIPT (so a
 // SCRIPT FLUSH or a restarted server is harmless). Never used inside MULTI,
 // where ioredis cannot fall back.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { RedisStoreError } from "./errors.js";
 import { parseHeader } from "./header.js";
 import type { RedisClient } from "./keys.js";
@@ -20,6 +20,11 @@ const LUA_DIR = ((): URL => {
   const inRepo = existsSync(new URL("lib.lua", repo)) && existsSync(new URL("../packages/limiter/", repo));
   return inRepo ? repo : new URL("../../lua/", import.meta.url);
 })();
+
+/** The Lua scripts' directory and file names (tests and tools list them from here). */
+export function luaFiles(): { readonly dir: URL; readonly files: readonly string[] } {
+  return { dir: LUA_DIR, files: readdirSync(LUA_DIR).filter((f) => f.endsWith(".lua")) };
+}
 
 export function luaSource(file: string): string {
   return readFileSync(new URL(file, LUA_DIR), "utf8");

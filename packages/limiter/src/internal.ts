@@ -1,0 +1,8 @@
+// Building blocks of the limiter that the other geoquota packages share
+// (stream, gossip, bench, cli): `@geoquota/limiter/internal`. Not a user API:
+// names here may move (issue 13: a ground-floor vocabulary package).
+export { type MonotonicClock, monotonicNow } from "./clock.js";
+export { KEY_MAX_LENGTH, KEY_PATTERN } from "./key-hygiene.js";
+export { LeasePool, type LeasePoolOptions } from "./lease-pool.js";
+export { type EventLogger, logLevelOf, ThrottledEvents } from "./log-events.js";
+export type { LoanRecord, QuotaView } from "./types.js";
