@@ -7,7 +7,7 @@
 // docs/architecture.md and is removed when the departure is fixed.
 
 /** Workspace packages that import no other workspace package (the ground floor). */
-const LEAF_PACKAGES = ["crdt", "sim", "lease", "config"];
+const LEAF_PACKAGES = ["crdt", "sim", "lease"];
 
 /**
  * Known departures (docs/architecture.md "Known departures"). Paths are
@@ -51,9 +51,20 @@ module.exports = {
       name: "leaf-packages-import-nothing-of-ours",
       severity: "error",
       comment:
-        "crdt (pure data and functions), sim (PRNG, clock, network), lease (the pure model) and config (schemas) import no other workspace package.",
+        "crdt (pure data and functions), sim (PRNG, clock, network) and lease (the ground floor: shared vocabulary and the pure model) import no other workspace package.",
       from: { path: `^packages/(${LEAF_PACKAGES.join("|")})/src/` },
       to: { path: "^(packages/([^/]+)/|@geoquota/)", pathNot: ["^packages/$1/"] },
+    },
+    {
+      name: "config-imports-only-the-ground-floor",
+      severity: "error",
+      comment:
+        "config (schemas) imports only the ground floor (@geoquota/lease: algorithms, policy shape, share units, quota key).",
+      from: { path: "^packages/config/src/" },
+      to: {
+        path: "^(packages/([^/]+)/|@geoquota/)",
+        pathNot: ["^packages/(config|lease)/", "^@geoquota/lease$"],
+      },
     },
     {
       name: "testkit-imports-only-spawners",

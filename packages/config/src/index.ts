@@ -3,6 +3,12 @@ export { CONFIG_ERROR_CODE, ConfigError, formatPath } from "./errors.js";
 export {
   ALGORITHMS,
   type Algorithm,
+  type KeyPolicy,
+  type LimitSpec,
+  parseQuotaKey,
+  quotaKey,
+} from "@geoquota/lease";
+export {
   baseShares,
   DEFAULT_FLOOR_PPM,
   loadPolicies,
@@ -14,8 +20,6 @@ export {
   PolicySpecSchema,
   parsePolicies,
   parsePolicySpec,
-  policyKey,
-  type ResolvedPolicy,
   resolvePolicy,
   withPolicy,
 } from "./policies.js";

@@ -1,12 +1,11 @@
 // Policies file `regions/policies.json`: limits per (tenant, resource), with a
 // per-resource default (tenant "*") and a global default for everything else.
+import { ALGORITHMS, type Algorithm, type KeyPolicy, quotaKey } from "@geoquota/lease";
 import { z } from "zod";
 import { ID_MESSAGE, ID_PATTERN, SHARE_UNITS } from "./common.js";
 import { ConfigError, issuesOf } from "./errors.js";
 import { readJsonFile } from "./region.js";
 
-export const ALGORITHMS = ["token_bucket", "gcra", "sliding_window", "fixed_window", "sliding_log"] as const;
-export type Algorithm = (typeof ALGORITHMS)[number];
 const WINDOW_ALGORITHMS: ReadonlySet<Algorithm> = new Set(["sliding_window", "fixed_window", "sliding_log"]);
 
 const positive = (what: string) =>
@@ -96,10 +95,6 @@ export interface PolicySet {
   readonly entries: ReadonlyMap<string, PolicySpec>;
 }
 
-export function policyKey(tenant: string, resource: string): string {
-  return `${tenant}|${resource}`;
-}
-
 function normalize(p: z.output<typeof PolicySpecSchema>): PolicySpec {
   const refillPerSecond =
     p.refill !== undefined
@@ -163,7 +158,7 @@ export function parsePolicies(raw: unknown, file: string, regionIds?: readonly s
       issues.push(...r.issues.map((i) => `policies[${idx}].${i}`));
       return;
     }
-    const key = policyKey(tenant, resource);
+    const key = quotaKey(tenant, resource);
     if (entries.has(key)) issues.push(`policies[${idx}]: duplicate policy for ${tenant}/${resource}`);
     entries.set(key, r.spec);
   });
@@ -178,14 +173,14 @@ export function loadPolicies(path: string, regionIds?: readonly string[]): Polic
 /** A copy of `set` with one policy replaced (policies are swapped, never mutated in place). */
 export function withPolicy(set: PolicySet, tenant: string, resource: string, spec: PolicySpec): PolicySet {
   const entries = new Map(set.entries);
-  entries.set(policyKey(tenant, resource), spec);
+  entries.set(quotaKey(tenant, resource), spec);
   return { default: set.default, entries };
 }
 
 /** The spec that applies: exact (tenant, resource), then (*, resource), then the default. */
 export function lookupPolicy(set: PolicySet, tenant: string, resource: string): PolicySpec {
   return (
-    set.entries.get(policyKey(tenant, resource)) ?? set.entries.get(policyKey("*", resource)) ?? set.default
+    set.entries.get(quotaKey(tenant, resource)) ?? set.entries.get(quotaKey("*", resource)) ?? set.default
   );
 }
 
@@ -222,20 +217,6 @@ export function baseShares(
   return out;
 }
 
-/** Structurally identical to the limiter's `KeyPolicy` (config cannot import the limiter). */
-export interface ResolvedPolicy {
-  readonly tenant: string;
-  readonly resource: string;
-  readonly limit: {
-    readonly algorithm: Algorithm;
-    readonly capacity: number;
-    readonly refillPerSecond: number;
-    readonly windowMs?: number;
-  };
-  readonly baseShare: number;
-  readonly floorShare: number;
-}
-
 export const DEFAULT_FLOOR_PPM = 20_000;
 const shareCache = new WeakMap<PolicySpec, Map<string, Record<string, number>>>();
 
@@ -261,7 +242,7 @@ export function resolvePolicy(
   tenant: string,
   resource: string,
   options: { floorPpm?: number } = {},
-): ResolvedPolicy {
+): KeyPolicy {
   const spec = lookupPolicy(policies, tenant, resource);
   const ids = regions.map((r) => (typeof r === "string" ? r : r.id));
   const baseShare = sharesFor(spec, ids)[regionId];

@@ -81,14 +81,19 @@ export {
 } from "./share.js";
 export { pinExcess, pinsHold } from "./pins.js";
 export {
+  ALGORITHMS,
   type Algorithm,
   bucketVersion,
   isRateAlgorithm,
   leaseHold,
   type KeyLimit,
+  type KeyPolicy,
   type LeaseHold,
+  type LimitSpec,
   type LoanEntry,
+  parseQuotaKey,
   policyVersion,
+  quotaKey,
   SHARE_UNITS,
   type Timing,
   US_PER_SECOND,

@@ -1,11 +1,53 @@
-// Plain data shared by the model's modules. Structurally compatible with
-// @geoquota/limiter's types (this package has no dependencies by design).
+// The ground floor: the vocabulary every geoquota package shares (share
+// units, algorithms, a key's policy, timing, the quota key) and the plain data
+// of the reference model. No dependencies by design; config, limiter, gossip,
+// stream and the Lua differential tests import these definitions.
 
 /** Shares are integers out of U parts per million (DESIGN §2). */
 export const SHARE_UNITS = 1_000_000;
 export const US_PER_SECOND = 1_000_000;
 
-export type Algorithm = "token_bucket" | "gcra" | "sliding_window" | "fixed_window" | "sliding_log";
+export const ALGORITHMS = ["token_bucket", "gcra", "sliding_window", "fixed_window", "sliding_log"] as const;
+export type Algorithm = (typeof ALGORITHMS)[number];
+
+/** A global limit: burst capacity C and refill r per second (windows: C per windowMs). */
+export interface LimitSpec {
+  readonly algorithm: Algorithm;
+  /** Burst capacity C of the global limit (window algorithms: requests per window). */
+  readonly capacity: number;
+  /** Global refill rate r, cost units per second (window algorithms: capacity / window). */
+  readonly refillPerSecond: number;
+  /** Window length for the window algorithms. */
+  readonly windowMs?: number;
+}
+
+/** Everything a script needs to decide for one (tenant, resource) in this region. */
+export interface KeyPolicy {
+  readonly tenant: string;
+  readonly resource: string;
+  readonly limit: LimitSpec;
+  /** This region's base share b_i, ppm. */
+  readonly baseShare: number;
+  /** Floor share, ppm: never lent below; the share during recovery. */
+  readonly floorShare: number;
+}
+
+/**
+ * The quota key of (tenant, resource): `tenant|resource` (neither part may
+ * contain `|`: key hygiene refuses or hashes such parts). Policy lookups,
+ * lease pools, fail-open buckets, gossip records and the stored hash names
+ * all use this one encoding.
+ */
+export function quotaKey(tenant: string, resource: string): string {
+  return `${tenant}|${resource}`;
+}
+
+/** Inverse of quotaKey; undefined when `key` has no separator. */
+export function parseQuotaKey(key: string): { tenant: string; resource: string } | undefined {
+  const i = key.indexOf("|");
+  if (i < 0) return undefined;
+  return { tenant: key.slice(0, i), resource: key.slice(i + 1) };
+}
 
 /** The rate algorithms follow the share; the window algorithms keep the static base slice. */
 export function isRateAlgorithm(a: Algorithm): boolean {

@@ -6,6 +6,7 @@
 // region: P·r·b/U·T beyond G1. Reported in responses as `failOpenBound`.
 import type { MonotonicClock } from "./clock.js";
 import { type KeyPolicy, SHARE_UNITS } from "./types.js";
+import { quotaKey } from "@geoquota/lease";
 
 interface LocalBucket {
   tokens: number;
@@ -36,7 +37,7 @@ export class FailOpenBuckets {
   }
 
   take(policy: KeyPolicy, cost: number): { allowed: boolean; remaining: number } {
-    const key = `${policy.tenant}|${policy.resource}`;
+    const key = quotaKey(policy.tenant, policy.resource);
     const now = this.clock();
     const cap = (policy.limit.capacity * policy.baseShare) / SHARE_UNITS;
     const rate = (policy.limit.refillPerSecond * policy.baseShare) / SHARE_UNITS;

@@ -2,6 +2,7 @@
 // path and its fail-closed-to-leases mode both go through this pool.
 import { LeasedClient, type LeasedClientOptions } from "./leased-client.js";
 import type { KeyPolicy, RegionStore } from "./types.js";
+import { quotaKey } from "@geoquota/lease";
 
 export interface LeasePoolOptions extends LeasedClientOptions {
   readonly maxKeys: number;
@@ -16,7 +17,7 @@ export class LeasePool {
   ) {}
 
   static keyOf(policy: KeyPolicy): string {
-    return `${policy.tenant}|${policy.resource}`;
+    return quotaKey(policy.tenant, policy.resource);
   }
 
   /** The client for this key, if one exists (never creates: used on the degraded path). */

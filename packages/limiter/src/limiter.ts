@@ -1,7 +1,7 @@
 // The decision engine behind the HTTP service and the Fastify plugin: policy
 // resolution, key hygiene, the guarded store (timeout + breaker), the leased
 // path and the degraded path (fail-closed-to-leases, or explicit fail-open).
-import { lookupPolicy, type PolicySet, policyKey, type RegionConfig, resolvePolicy } from "@geoquota/config";
+import { lookupPolicy, type PolicySet, quotaKey, type RegionConfig, resolvePolicy } from "@geoquota/config";
 import { CircuitBreaker } from "./breaker.js";
 import { type MonotonicClock, monotonicNow } from "./clock.js";
 import { isStoreUnavailable, LimiterError } from "./errors.js";
@@ -167,14 +167,14 @@ export class Limiter {
       floorPpm: this.config.floorPpm,
     });
     const secret = this.config.keyHashSecret;
-    if (secret !== undefined && !this.policySet.entries.has(policyKey(tenant, resource))) {
+    if (secret !== undefined && !this.policySet.entries.has(quotaKey(tenant, resource))) {
       return { ...p, tenant: hashKey(secret, tenant), resource: storedResource };
     }
     return { ...p, tenant: storedTenant, resource: storedResource };
   }
 
   private keyClass(tenant: string, resource: string): string {
-    return this.policySet.entries.has(policyKey(tenant, resource)) ? tenant : "default";
+    return this.policySet.entries.has(quotaKey(tenant, resource)) ? tenant : "default";
   }
 
   private slice(policy: KeyPolicy): { cap: number; rate: number } {

@@ -3,46 +3,16 @@
 // (src/redis/) implements `RegionStore`; the HTTP service, the Fastify plugin,
 // the leased in-process client and the gossip daemon use only these types.
 
-export const SHARE_UNITS = 1_000_000;
+import type { KeyPolicy } from "@geoquota/lease";
 
-export type Algorithm = "token_bucket" | "gcra" | "sliding_window" | "fixed_window" | "sliding_log";
-
-/** A global limit: burst capacity C and refill r per second (windows: C per windowMs). */
-export interface LimitSpec {
-  readonly algorithm: Algorithm;
-  /** Burst capacity C of the global limit (window algorithms: requests per window). */
-  readonly capacity: number;
-  /** Global refill rate r, cost units per second (window algorithms: capacity / window). */
-  readonly refillPerSecond: number;
-  /** Window length for the window algorithms. */
-  readonly windowMs?: number;
-}
-
-/** Lease timing shared by every region (DESIGN §3). */
-export interface LeaseTiming {
-  /** ε: clock margin on each side, µs (default 250 ms). */
-  readonly epsilonUs: number;
-  /** D: loan duration, µs (default 3 s). */
-  readonly loanDurationUs: number;
-  /**
-   * Leased mode is configured in this region (config `leased.enabled`): its
-   * clients may hold in-process leases, so a token bucket in recovery has
-   * share 0 until born + D + ε (DESIGN §4). The limiter and the daemon of a
-   * region must pass the same value (it is part of the bucket fingerprint).
-   */
-  readonly leasedMode?: boolean;
-}
-
-/** Everything a script needs to decide for one (tenant, resource) in this region. */
-export interface KeyPolicy {
-  readonly tenant: string;
-  readonly resource: string;
-  readonly limit: LimitSpec;
-  /** This region's static base share b_i, ppm of SHARE_UNITS. */
-  readonly baseShare: number;
-  /** This region's floor, ppm; it never lends below it. */
-  readonly floorShare: number;
-}
+// The shared vocabulary is defined once, in the ground floor (@geoquota/lease).
+export {
+  type Algorithm,
+  type KeyPolicy,
+  type LimitSpec,
+  SHARE_UNITS,
+  type Timing as LeaseTiming,
+} from "@geoquota/lease";
 
 export interface Decision {
   readonly allowed: boolean;

@@ -2,7 +2,7 @@
 // inbound frames and bytes draw on its global quota (two token-bucket
 // resources, leased in-process from this region's bucket) behind a
 // per-connection cap. See README.md for the mechanism and its bounds.
-import { type PolicySet, policyKey, resolvePolicy } from "@geoquota/config";
+import { type PolicySet, quotaKey, resolvePolicy } from "@geoquota/config";
 import type { KeyPolicy, RegionStore } from "@geoquota/limiter";
 import { KEY_MAX_LENGTH, KEY_PATTERN, type MonotonicClock, monotonicNow } from "@geoquota/limiter/internal";
 import { Registry } from "prom-client";
@@ -156,7 +156,7 @@ export class StreamLimiter {
   /** `stream_conn_*` policy when the file names one for this tenant (or `*`), else a share of the tenant's limit. */
   private connectionLimit(tenant: string, resource: string, tenantPolicy: KeyPolicy): Limit {
     const set = this.options.policies;
-    const spec = set.entries.get(policyKey(tenant, resource)) ?? set.entries.get(policyKey("*", resource));
+    const spec = set.entries.get(quotaKey(tenant, resource)) ?? set.entries.get(quotaKey("*", resource));
     if (spec !== undefined) return { capacity: spec.capacity, refillPerSecond: spec.refillPerSecond };
     const share = this.options.connectionShare ?? 0.5;
     return {
@@ -168,7 +168,7 @@ export class StreamLimiter {
   /** The metrics label: the tenant when a stream policy names it, else "default" (bounded cardinality). */
   tenantClass(tenant: string): string {
     const e = this.options.policies.entries;
-    return e.has(policyKey(tenant, this.resources.bytes)) || e.has(policyKey(tenant, this.resources.frames))
+    return e.has(quotaKey(tenant, this.resources.bytes)) || e.has(quotaKey(tenant, this.resources.frames))
       ? tenant
       : "default";
   }

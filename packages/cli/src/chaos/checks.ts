@@ -18,8 +18,9 @@
 // δ (a region slow to answer, or not answering) are skipped and counted.
 import type { Admission } from "@geoquota/testkit";
 import type { LinkSample, QuotaSample } from "./sampler.js";
+import { SHARE_UNITS } from "@geoquota/config";
 
-export const SHARE_UNITS = 1_000_000;
+export { SHARE_UNITS };
 
 export interface ShareSumVerdict {
   readonly ok: boolean;

@@ -8,6 +8,7 @@ import {
   loadPolicies,
   loadRegionConfig,
   type PolicySet,
+  quotaKey,
   type RegionConfig,
   resolvePolicy,
 } from "@geoquota/config";
@@ -60,7 +61,7 @@ export function policyResolver(config: RegionConfig, loaded?: PolicySet): Policy
   const cache = new Map<string, ReturnType<PolicyResolver["resolve"]>>();
   return {
     resolve(tenant, resource) {
-      const k = `${tenant}|${resource}`;
+      const k = quotaKey(tenant, resource);
       const hit = cache.get(k);
       if (hit) return hit;
       const opts = { floorPpm: config.floorPpm };

@@ -1,6 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
-
-const SHARE_UNITS = 1_000_000;
+import { SHARE_UNITS } from "@geoquota/lease";
 
 /** The target-share gauge: takes ppm (as the policy computes it), exports a ratio; unconfigured keys are not exported. */
 export interface TargetShareGauge {

@@ -4,6 +4,7 @@
 // hash to one slot, so every script is Redis-Cluster safe.
 import type { Cluster, Redis } from "ioredis";
 import { RedisStoreError } from "./errors.js";
+import { quotaKey } from "@geoquota/lease";
 
 /** A region's Redis: a standalone server (primary) or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
@@ -74,7 +75,7 @@ export function parseCounterKey(name: string): { tenant: string; resource: strin
 
 /** The change-feed member of a key. */
 export function dirtyMember(tenant: string, resource: string): string {
-  return `${tenant}|${resource}`;
+  return quotaKey(tenant, resource);
 }
 
 export function parseDirtyMember(member: string): { tenant: string; resource: string } {

@@ -20,6 +20,7 @@ import { RedisStoreError } from "./errors.js";
 import { assertName, isCluster, type RedisClient, refundedReceiptsKey } from "./keys.js";
 import { type Durability, durabilityWaiter } from "./replication.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
+import { SHARE_UNITS } from "@geoquota/lease";
 
 export interface RedisStoreOptions {
   /** The region's Redis or Redis Cluster (this store never closes it unless `ownsConnection`). */
@@ -109,7 +110,7 @@ export interface LeaseReport {
 /** Releases carried by one renewLease call (keeps the script's argument list bounded). */
 export const MAX_RELEASES_PER_CALL = 64;
 
-const U = 1_000_000;
+const U = SHARE_UNITS;
 
 /**
  * Maps a decision reply (6 values from `off`: allowed, remaining, share,
