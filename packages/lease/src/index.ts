@@ -70,6 +70,7 @@ export {
   emptyLoanBook,
   leaseBreakpoints,
   type LoanBook,
+  loanOutstanding,
   loanUsable,
   outstandingAt,
   reservedAt,

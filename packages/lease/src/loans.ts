@@ -4,7 +4,7 @@
 import { applyShareChange, ensureMarker, loadBucket, shareInputs, storeBucket } from "./bucket.js";
 import { parseMarker, recoveryEndUs } from "./marker.js";
 import { pinsHold } from "./pins.js";
-import { reservedAt } from "./share.js";
+import { loanOutstanding, reservedAt } from "./share.js";
 import type { KeyState, RegionState } from "./state.js";
 import { isRateAlgorithm, type KeyLimit, type LoanEntry, type Timing } from "./types.js";
 
@@ -18,7 +18,7 @@ export type GrantOutcome =
 function dropLapsed(key: KeyState, timing: Timing, nowUs: number): void {
   const eps = timing.epsilonUs;
   for (const [borrower, entries] of key.book.outstanding) {
-    const kept = entries.filter((e) => nowUs < e.deadlineUs + eps);
+    const kept = entries.filter((e) => loanOutstanding(e, nowUs, eps));
     if (kept.length > 0) key.book.outstanding.set(borrower, kept);
     else key.book.outstanding.delete(borrower);
   }

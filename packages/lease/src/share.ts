@@ -37,15 +37,29 @@ export interface ShareInputs {
   readonly book: LoanBook;
 }
 
+/** Whether the lender still reserves a loan it granted at t (trap 2: until deadline + ε). */
+export function loanOutstanding(loan: Pick<LoanEntry, "deadlineUs">, t: number, epsilonUs: number): boolean {
+  return t < loan.deadlineUs + epsilonUs;
+}
+
 /** The lender's reservation for one borrower at t: max units still outstanding. */
 export function reservedAt(entries: readonly LoanEntry[], t: number, epsilonUs: number): number {
   let max = 0;
-  for (const e of entries) if (t < e.deadlineUs + epsilonUs && e.units > max) max = e.units;
+  for (const e of entries) if (loanOutstanding(e, t, epsilonUs) && e.units > max) max = e.units;
   return max;
 }
 
-/** Whether the borrower may use `loan` at t (trap 2: deadline − ε, trap 12: returned seqs). */
-export function loanUsable(loan: LoanEntry, returnedSeq: number, t: number, epsilonUs: number): boolean {
+/**
+ * Whether the borrower may use `loan` at t (trap 2: until deadline − ε; trap
+ * 12: not once returned). `returnedSeq` is the seq of the last early return to
+ * that lender, 0 when none (as the scripts read a missing `r|` field).
+ */
+export function loanUsable(
+  loan: Pick<LoanEntry, "deadlineUs" | "seq">,
+  returnedSeq: number,
+  t: number,
+  epsilonUs: number,
+): boolean {
   return loan.seq > returnedSeq && t < loan.deadlineUs - epsilonUs;
 }
 

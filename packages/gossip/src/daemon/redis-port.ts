@@ -3,6 +3,7 @@
 import type { RegionConfig } from "@geoquota/config";
 import { encodeKey, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import type { KeyPolicy } from "@geoquota/limiter";
+import { loanOutstanding, loanUsable, SHARE_UNITS } from "@geoquota/lease";
 import {
   createGossipStore,
   createPrimaryWatcher,
@@ -132,20 +133,21 @@ export async function createRedisDaemonStore(
       }
       const reserved: Record<string, number> = {};
       for (const o of v.loansOut) {
-        if (now < o.deadlineUs + epsUs) reserved[o.borrower] = Math.max(reserved[o.borrower] ?? 0, o.units);
+        if (loanOutstanding(o, now, epsUs))
+          reserved[o.borrower] = Math.max(reserved[o.borrower] ?? 0, o.units);
       }
       const current: Record<string, number> = {};
-      for (const g of v.granted) if (now < g.deadlineUs + epsUs) current[g.borrower] = g.units;
+      for (const g of v.granted) if (loanOutstanding(g, now, epsUs)) current[g.borrower] = g.units;
       const inUse: InboundLoan[] = [];
       for (const l of v.loansIn) {
-        if (now < l.deadlineUs - epsUs && l.seq > (v.returned[l.lender] ?? -1)) {
+        if (loanUsable(l, v.returned[l.lender] ?? 0, now, epsUs)) {
           inUse.push({ lender: l.lender, units: l.units, seq: l.seq });
         }
       }
       let leased = 0;
       for (const l of Object.values(v.leases)) if (now < l.expiryUs) leased += l.tokens;
       const capacity = policy.limit.capacity;
-      const leasePinnedPpm = leased > 0 && capacity > 0 ? Math.ceil((1_000_000 * leased) / capacity) : 0;
+      const leasePinnedPpm = leased > 0 && capacity > 0 ? Math.ceil((SHARE_UNITS * leased) / capacity) : 0;
       return { nowUs: now, recovering: v.recovering, record, reserved, current, inUse, leasePinnedPpm };
     },
 

@@ -6,7 +6,7 @@
 // reported only when durable; readKey reports every `g|`/`r|` field Redis
 // holds. Keep this file in step with redis-port.ts.
 import { KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
-import { type KeyLimit, loanUsable, type ReceivedLoan } from "@geoquota/lease";
+import { type KeyLimit, loanOutstanding, loanUsable, type ReceivedLoan } from "@geoquota/lease";
 import type { KeyPolicy } from "@geoquota/limiter";
 import { keyLimit } from "@geoquota/limiter/redis";
 import type { DaemonStore, KeyState } from "../daemon/store-port.js";
@@ -83,7 +83,7 @@ export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
             seq: g.seq,
           };
           record.loans.set(`${region}>${borrower}`, loan);
-          if (now < g.deadlineUs + eps) current[borrower] = g.units;
+          if (loanOutstanding(g, now, eps)) current[borrower] = g.units;
         }
         for (const [lender, seq] of key.book.returned) {
           record.returned.set(`${lender}>${region}`, { lender, borrower: region, seq });
@@ -91,12 +91,12 @@ export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
         const reserved: Record<string, number> = {};
         for (const [borrower, entries] of key.book.outstanding) {
           for (const o of entries) {
-            if (now < o.deadlineUs + eps) reserved[borrower] = Math.max(reserved[borrower] ?? 0, o.units);
+            if (loanOutstanding(o, now, eps)) reserved[borrower] = Math.max(reserved[borrower] ?? 0, o.units);
           }
         }
         const inUse: InboundLoan[] = [];
         for (const [lender, l] of key.book.received) {
-          if (loanUsable(l, key.book.returned.get(lender) ?? -1, now, eps)) {
+          if (loanUsable(l, key.book.returned.get(lender) ?? 0, now, eps)) {
             inUse.push({ lender, units: l.units, seq: l.seq });
           }
         }
