@@ -80,6 +80,7 @@ export {
   shareAt,
   shareBreakpoints,
 } from "./share.js";
+export { MemoryBucket } from "./memory-bucket.js";
 export { pinExcess, pinsHold } from "./pins.js";
 export {
   ALGORITHMS,

@@ -6,12 +6,7 @@
 // region: P·r·b/U·T beyond G1. Reported in responses as `failOpenBound`.
 import type { MonotonicClock } from "./clock.js";
 import { type KeyPolicy, SHARE_UNITS } from "./types.js";
-import { quotaKey } from "@geoquota/lease";
-
-interface LocalBucket {
-  tokens: number;
-  atMs: number;
-}
+import { MemoryBucket, quotaKey } from "@geoquota/lease";
 
 export interface FailOpenBound {
   /** This process's extra admissions are at most refillPerSecond × outage seconds. */
@@ -21,7 +16,7 @@ export interface FailOpenBound {
 }
 
 export class FailOpenBuckets {
-  private readonly buckets = new Map<string, LocalBucket>();
+  private readonly buckets = new Map<string, MemoryBucket>();
 
   constructor(
     private readonly clock: MonotonicClock,
@@ -38,23 +33,25 @@ export class FailOpenBuckets {
 
   take(policy: KeyPolicy, cost: number): { allowed: boolean; remaining: number } {
     const key = quotaKey(policy.tenant, policy.resource);
-    const now = this.clock();
     const cap = (policy.limit.capacity * policy.baseShare) / SHARE_UNITS;
     const rate = (policy.limit.refillPerSecond * policy.baseShare) / SHARE_UNITS;
     let b = this.buckets.get(key);
+    if (b !== undefined && (b.capacity !== cap || b.refillPerSecond !== rate)) {
+      // The policy changed: same tokens, new limits.
+      b = new MemoryBucket(cap, rate, this.clock, b.level());
+      this.buckets.set(key, b);
+    }
     if (b === undefined) {
       if (this.buckets.size >= this.maxKeys) {
         const oldest = this.buckets.keys().next();
         if (!oldest.done) this.buckets.delete(oldest.value);
       }
-      b = { tokens: 0, atMs: now };
+      // Starts empty: an outage must not open with a burst (DESIGN §7).
+      b = new MemoryBucket(cap, rate, this.clock, 0);
       this.buckets.set(key, b);
     }
-    b.tokens = Math.min(cap, b.tokens + (rate * Math.max(0, now - b.atMs)) / 1000);
-    b.atMs = now;
-    const allowed = b.tokens >= cost;
-    if (allowed) b.tokens -= cost;
-    return { allowed, remaining: b.tokens };
+    const allowed = b.take(cost);
+    return { allowed, remaining: b.level() };
   }
 
   /** Recovery: forget the local buckets so the next outage starts empty again. */
