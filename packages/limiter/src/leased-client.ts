@@ -15,6 +15,26 @@ import { type MonotonicClock, monotonicNow } from "./clock.js";
 import type { KeyPolicy, Lease, RegionStore } from "./types.js";
 
 /** A store that releases finished leases and acquires the next in one call (RedisRegionStore). */
+/**
+ * How long a granted lease may be spent (trap 6, DESIGN §7), for every
+ * in-process lessee (this client, the stream package's LeaseBucket): from the
+ * instant the acquire was SENT (never its receipt: the store's clock started
+ * before the reply arrived), for the shorter of the asked and the granted
+ * duration (the script caps it at D and before a borrowed loan's
+ * deadline − ε), minus the safety margin. `goneAtStoreMs`: when the store
+ * stops reserving it, on this process's clock.
+ */
+export function leaseWindow(
+  lease: Lease,
+  sentAtMs: number,
+  askedMs: number,
+  marginMs: number,
+  nowMs: number,
+): { usableUntilMs: number; goneAtStoreMs: number } {
+  const grantedMs = Math.min(askedMs, (lease.expiryUs - lease.nowUs) / 1000);
+  return { usableUntilMs: sentAtMs + grantedMs - marginMs, goneAtStoreMs: nowMs + grantedMs };
+}
+
 export interface LeaseRenewingStore {
   renewLease(
     policy: KeyPolicy,
@@ -184,13 +204,11 @@ export class LeasedClient {
             return;
           }
           // The store may grant less time than asked; never use more than it reserves.
-          const grantedMs = Math.min(this.durationMs, (lease.expiryUs - lease.nowUs) / 1000);
           const held: HeldLease = {
             leaseId: lease.leaseId,
             granted: lease.granted,
             used: 0,
-            usableUntilMs: sentAtMs + grantedMs - this.marginMs,
-            goneAtStoreMs: this.clock() + grantedMs,
+            ...leaseWindow(lease, sentAtMs, this.durationMs, this.marginMs, this.clock()),
           };
           // Also after close() began: it awaits this acquire, then reports every held lease
           // in one call.

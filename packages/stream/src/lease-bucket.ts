@@ -16,7 +16,7 @@
 // Timing is the limiter's (trap 6): a lease is usable until the monotonic time
 // we SENT the acquire + min(asked, granted duration) − margin.
 import type { KeyPolicy, RegionStore } from "@geoquota/limiter";
-import type { MonotonicClock } from "@geoquota/limiter/internal";
+import { leaseWindow, type MonotonicClock } from "@geoquota/limiter/internal";
 
 export interface LeaseBucketOptions {
   /** Tokens asked per acquire. */
@@ -124,12 +124,12 @@ export class LeaseBucket {
         (lease) => {
           if (lease.granted < asked) this.notBeforeMs = this.o.clock() + this.pacingMs;
           if (lease.granted <= 0) return;
-          const grantedMs = Math.min(this.durationMs, (lease.expiryUs - lease.nowUs) / 1000);
           const h: Held = {
             leaseId: lease.leaseId,
             granted: lease.granted,
             used: 0,
-            usableUntilMs: sentAtMs + grantedMs - this.marginMs,
+            usableUntilMs: leaseWindow(lease, sentAtMs, this.durationMs, this.marginMs, this.o.clock())
+              .usableUntilMs,
           };
           if (this.closed) this.release(h);
           else this.held.push(h);
