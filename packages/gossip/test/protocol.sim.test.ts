@@ -1,25 +1,32 @@
 // Whole-protocol deterministic simulation (VOPR-style) of the production
-// GossipDaemon: every seed is a random scenario (3–5 regions, clock offsets up
-// to 2ε apart, drop/dup/reorder/delay, partitions, state losses, daemon
-// restarts, failovers that lose writes with the daemon down around them, a
-// policy change, shifting demand); the checkers run after every event. A
-// failure names its seed: replay with GQ_SEED=<n>; GQ_SIM_LONG=1 runs 20× more
-// seeds. Planted bugs are asserted caught in protocol.planted.sim.test.ts.
+// GossipDaemon: every seed is a random scenario (clock offsets up to 2ε apart,
+// drop/dup/reorder/delay, partitions, state losses, daemon restarts, replica
+// stalls and WAIT timeouts, leased clients, a policy change, shifting demand;
+// the full-length kind also failovers that lose writes with the daemon down
+// around them); the checkers run after every event. The seed mix
+// (model/mix.ts): thousands of short seeds with 2 or 3 regions and a few
+// hundred full-length ones with 3 to 5; each kind is a test whose name gives
+// its seed count. A failure names its seed and the command that replays it
+// (GQ_SEED=<n> … -t "<kind>"); GQ_SIM_LONG=1 runs 20× more seeds. Planted bugs
+// are asserted caught in protocol.planted.sim.test.ts.
 import { isLongMode, runSeedsAsync } from "@geoquota/sim";
 import { describe, expect, it } from "vitest";
 import {
   bruteForceExcess,
   DEFAULT_MODEL_OPTIONS,
+  DEFAULT_SEED_KINDS,
   type FaultOptions,
   type ModelResult,
   runModel,
+  runSeedKind,
   scenarioFor,
+  seedCountOf,
   WindowOracle,
 } from "../src/model/index.js";
 
 const LONG = isLongMode();
-/** Seeds of the default scenario per normal run (GQ_SIM_LONG=1: 20×). */
-const SEEDS = 240;
+/** Long mode runs 20× the seeds of each kind. */
+const KIND_TIMEOUT_MS = LONG ? 20 * 600_000 : 600_000;
 const QUIET: FaultOptions = { ...DEFAULT_MODEL_OPTIONS.faults, latencyMaxUs: 50_000 };
 const REPLAY = "pnpm exec vitest run --project gossip protocol.sim";
 
@@ -50,33 +57,25 @@ describe("the exact G1 oracle", () => {
   });
 });
 
-describe("whole protocol under random faults, the production daemon", () => {
-  it("keeps Σ s ≤ U at every instant, G1 exactly (across policy changes), and converges after heal", async () => {
-    let failovers = 0;
-    let policyChanges = 0;
-    let loans = 0;
-    let leases = 0;
-    let waitFailures = 0;
-    const n = await runSeedsAsync("protocol sim", { count: SEEDS, longCount: SEEDS * 20 }, async (seed) => {
-      const opts = scenarioFor(seed);
-      const r = await runModel(opts);
-      mustPass(r);
-      failovers += r.failovers;
-      policyChanges += opts.faults.policyChanges;
-      loans += r.loansGranted;
-      leases += r.leases;
-      waitFailures += r.waitFailures;
-    });
-    expect(n).toBeGreaterThan(0);
-    if (n >= 50) {
-      // The faults the default set claims to cover did happen.
-      expect(failovers).toBeGreaterThan(0);
-      expect(policyChanges).toBeGreaterThan(0);
-      expect(loans).toBeGreaterThan(0);
-      expect(leases).toBeGreaterThan(0);
-      expect(waitFailures).toBeGreaterThan(0);
-    }
-  }, 600_000);
+const TOTAL = DEFAULT_SEED_KINDS.reduce((a, k) => a + seedCountOf(k), 0);
+
+describe(`whole protocol under random faults, the production daemon: ${TOTAL} seeds`, () => {
+  // Each checks Σ s ≤ U at every instant, the leases, G1 exactly (across
+  // policy changes) and convergence after heal.
+  for (const kind of DEFAULT_SEED_KINDS) {
+    it(
+      `${kind.label}: ${seedCountOf(kind)} seeds`,
+      async () => {
+        const t = await runSeedKind(kind, "protocol.sim");
+        expect(t.seeds).toBe(seedCountOf(kind));
+        if (t.seeds >= 50) {
+          // The faults the kind claims to cover did happen.
+          for (const what of kind.covers) expect(t[what], what).toBeGreaterThan(0);
+        }
+      },
+      KIND_TIMEOUT_MS,
+    );
+  }
 });
 
 describe("replay", () => {

@@ -1,5 +1,16 @@
 // Whole-protocol deterministic simulation of geoquota: the production gossip
 // daemon over a simulated network and clock, each region's Redis the pure model.
+export {
+  DEFAULT_SEED_KINDS,
+  HARSH_SEED_KINDS,
+  harshScenario,
+  type KindTotals,
+  replayCommand,
+  runSeedKind,
+  type SeedKind,
+  seedCountOf,
+  shortScenarioFor,
+} from "./mix.js";
 export { bruteForceExcess, WindowOracle } from "./oracle.js";
 export { ModelRedis } from "./region.js";
 export { runModel } from "./run.js";

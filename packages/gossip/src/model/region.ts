@@ -26,6 +26,7 @@ import {
   returnLoan,
   type Schedule,
   type ShareInputs,
+  settle,
   shareAt,
   shareBreakpoints,
   shareInputs,
@@ -205,14 +206,38 @@ export class ModelRedis {
    * Undefined without a marker or a bucket of this incarnation and policy.
    */
   tokensAt(limit: KeyLimit, localUs: number): { tokens: number; leased: number } | undefined {
+    const tokens = this.bucketTokensAt(limit, localUs);
+    if (tokens === undefined) return undefined;
+    let leased = 0;
+    for (const l of this.key.leases.values()) if (localUs < l.expiryUs) leased += l.tokens;
+    return { tokens, leased };
+  }
+
+  // The lease checker reads every bucket after every event: remember which
+  // stored bucket loadBucket would keep (same incarnation and policy) until
+  // a script stores another one (storeBucket replaces the object).
+  private kept: { bucket: KeyState["bucket"]; limit: KeyLimit; marker: string; kept: boolean } | undefined;
+
+  /** The bucket's tokens at `localUs` as loadBucket settles them (undefined: it would rebuild it). */
+  bucketTokensAt(limit: KeyLimit, localUs: number): number | undefined {
     const m = this.state.marker;
     const b = this.key.bucket;
     if (m === undefined || b === undefined || b.inc !== m) return undefined;
-    const live = loadBucket(this.state, this.key, limit, this.timing, localUs);
-    if (live.rebuilt) return undefined;
-    let leased = 0;
-    for (const l of this.key.leases.values()) if (localUs < l.expiryUs) leased += l.tokens;
-    return { tokens: live.tokens, leased };
+    if (limit.algorithm !== "token_bucket" || this.bugs.coarseRefill === true) {
+      const live = loadBucket(this.state, this.key, limit, this.timing, localUs);
+      return live.rebuilt ? undefined : live.tokens;
+    }
+    let k = this.kept;
+    if (k === undefined || k.bucket !== b || k.limit !== limit || k.marker !== m) {
+      // Asks loadBucket itself once per stored bucket (it settles nothing it stores).
+      const live = loadBucket(this.state, this.key, limit, this.timing, localUs);
+      k = { bucket: b, limit, marker: m, kept: !live.rebuilt };
+      this.kept = k;
+    }
+    // loadBucket's token_bucket path: the stored value settled along its schedule.
+    return k.kept
+      ? settle(b.value, b.tsUs, b.schedule, limit.capacity, limit.refillPerSecond, localUs).tokens
+      : undefined;
   }
 
   check(limit: KeyLimit, cost: number, nowUs: number): boolean {

@@ -238,9 +238,15 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     }
   };
 
+  /** Each region's share as checkShares last read it (checkLeases runs right after, at the same instant). */
+  const sharesNow: number[] = nodes.map(() => 0);
   const checkShares = (): void => {
     let sum = 0;
-    for (const node of nodes) sum += node.redis.shareAt(node.view.limit, localNow(node));
+    for (const node of nodes) {
+      const s = node.redis.shareAt(node.view.limit, localNow(node));
+      sharesNow[node.index] = s;
+      sum += s;
+    }
     if (sum - U > worstShareExcess) worstShareExcess = sum - U;
     if (sum > U) {
       const parts = nodes.map((x) => `${x.id}=${x.redis.shareAt(x.view.limit, localNow(x))}`).join(" ");
@@ -277,11 +283,10 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     for (const node of nodes) {
       const limit = node.view.limit;
       if (limit.capacity > bound) bound = limit.capacity;
-      const s = node.redis.shareAt(limit, localNow(node));
+      const s = sharesNow[node.index] ?? 0;
       capScaled += limit.capacity * s;
       const leased = leasedOf(node, node.redis.key.leases);
-      const b = node.redis.tokensAt(limit, localNow(node));
-      const tokens = b === undefined ? 0 : b.tokens;
+      const tokens = node.redis.bucketTokensAt(limit, localNow(node)) ?? 0;
       // Exact in the model's own arithmetic: the bucket is clamped to capacityOf(C, s, leased).
       const ok =
         tokens >= 0
