@@ -634,7 +634,8 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   }
 
   // ---- faults
-  const faultWindow = (): number => faultRng.int(500_000, Math.max(600_000, opts.durationUs - 1_000_000));
+  const faultWindowEndUs = Math.max(600_000, opts.durationUs - 1_000_000);
+  const faultWindow = (): number => faultRng.int(500_000, faultWindowEndUs);
   if (opts.faults.partitionEveryUs > 0) {
     const partition = (): void => {
       if (!demandOn) return;
@@ -713,8 +714,12 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   }
   for (let i = 0; i < opts.faults.failovers; i++) {
     // Half of the failovers end a replica stall: the writes of the stall are
-    // lost (durable admissions make sure none of them was handed out).
-    const stall = stalls.length > 0 && faultRng.chance(0.5) ? faultRng.pick(stalls) : undefined;
+    // lost (durable admissions make sure none of them was handed out). Only
+    // stalls that end inside the fault window: a failover after the heal
+    // (with its daemon down for up to 2 s) would leave the quiet phase no
+    // time to converge.
+    const endable = stalls.filter((x) => x.endUs <= faultWindowEndUs);
+    const stall = endable.length > 0 && faultRng.chance(0.5) ? faultRng.pick(endable) : undefined;
     const node = stall?.node ?? faultRng.pick(nodes);
     const at = stall?.endUs ?? faultWindow();
     const downBeforeUs =
