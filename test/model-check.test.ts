@@ -82,13 +82,6 @@ const longSlices: Slice[] = [
     n: 2,
     env: { GQ_LEASED: 1, GQ_LOANS: 1, GQ_LOSS: 1, GQ_POLICY: 0 },
   },
-  {
-    name: "all features",
-    covers:
-      "leases, loans, message faults, state losses, both modes, policy change of C and weights, every clock offset",
-    n: 2,
-    env: { GQ_LEASED: 2, GQ_LOANS: 1, GQ_LOSS: 1, GQ_POLICY: 1, GQ_OFFS: 1, GQ_CNEW: 2 },
-  },
 ];
 
 interface PanResult {
@@ -144,7 +137,7 @@ const bin: Record<string, string> = {};
 const safe = new Map<string, PanResult>();
 const plantRuns = new Map<string, PanResult>();
 let bounded: PanResult | undefined;
-const EXHAUSTIVE = ["-m3000000", "-w24"];
+const EXHAUSTIVE = LONG ? ["-m10000000", "-w26"] : ["-m3000000", "-w24"];
 // 3 regions, every feature on: a bitstate search (2^19 bits, so states are
 // dropped on hash collisions) cut at depth 400 steps. Not exhaustive.
 const BOUNDED = {
