@@ -2,17 +2,33 @@
  * geoquota.pml: a Promela model of DESIGN §3-4 (leases, loans, lazy split
  * refill, process leases pinned to share, recovery after state loss, policy
  * changes) for one key of a token bucket, checked exhaustively by Spin.
- * model/README.md maps every action below to the Lua script and TypeScript
- * function it abstracts and says what the model leaves out.
+ * model/README.md maps every step below to the Lua script and TypeScript
+ * function it abstracts, lists the runs, and says what the model leaves out.
  *
  * Units. Share: integers out of U. Tokens are counted in 1/U of a token
  * ("units"), so region i's capacity C*s_i/U tokens is exactly C*s_i units
  * and its refill r*s_i/U tokens per tick is r*s_i units per tick.
- * Time: discrete ticks of real time `now`; region i's Redis TIME is
- * now + off[i], off[i] in 0..2*EPS (any two clocks differ by <= 2 eps).
  *
- * Compile-time switches: N (2 or 3 regions), H (horizon in ticks),
- * WH (admission history length), one PLANT_* at a time (a safety rule removed).
+ * Time. Discrete ticks of real time. There is no absolute clock and no
+ * horizon: every stored instant is kept RELATIVE to the current real instant
+ * `now` (stored value = instant - now + TB, 0 = no record) and all of them
+ * shift by one at each tick; a record is dropped as soon as no future
+ * behaviour depends on it. So the state space is finite without a horizon
+ * and a run covers every schedule of unbounded length. Region i's Redis
+ * TIME is now + off[i], off[i] in 0..2*EPS (any two clocks differ by <= 2 eps):
+ * a record written by region i with local instant L is stored as
+ * L - off[i] - now, and region k compares it at its local time now+t+off[k].
+ *
+ * Switches. Compile time: N (2 or 3 regions). Run time (environment of pan,
+ * read once at the start; constants of the run, not part of the state):
+ *   GQ_PLANT   0 = the safe model, else one planted rule removal (P_* below)
+ *   GQ_LEASED  0 = unleased mode, 1 = leased mode, 2 = both (a choice at start)
+ *   GQ_LOSS    1 = state losses may happen (any number), 0 = none
+ *   GQ_POLICY  1 = one policy change of C and the base shares may happen
+ *   GQ_LOANS   1 = loans (grant, ship, merge, return), 0 = none
+ *   GQ_OFFS    0 = equal clocks or one region 2 eps ahead, 1 = every offset
+ *              in 0..2 eps per region, 2 = equal clocks only
+ *   GQ_CNEW    C after the policy change (N = 2: 1 = weights change only, 2)
  */
 
 #ifndef N
@@ -26,94 +42,123 @@
 #define FLOOR 1            /* every region's floor share */
 #define RECLEN (D + 2*EPS) /* recovery length after a state loss */
 #define NS    2            /* staircase entries a lender keeps per borrower */
-
-#ifndef H
-#define H 9
-#endif
-#ifndef WH
-#define WH 4
-#endif
-#ifndef MAXLOSS
-#define MAXLOSS 1
-#endif
+#define TB    4            /* bias of stored relative instants (0 = none) */
+#define AMAX  3            /* a lazy bucket is settled at least every AMAX ticks */
 
 /* Policy: C tokens and base shares, before and after the one change. */
 #if N == 2
 #define COLD 1
-#define CNEW 2
+#define CNEW cNew          /* GQ_CNEW: 1 (weights change only) or 2 */
 #define BOLD(i) ((i) == 0 -> 3 : 1)
 #define BNEW(i) ((i) == 0 -> 2 : 2)
-#define PICKR(v) if :: v = 0 :: v = 1 fi
-#define PICKP(a, b) if :: a = 0; b = 1 :: a = 1; b = 0 fi
+#define PICKR(v, g) if :: g(0) -> v = 0 :: g(1) -> v = 1 fi
+#define PICKP(a, b, g) if :: g(0, 1) -> a = 0; b = 1 :: g(1, 0) -> a = 1; b = 0 fi
 #else
 #define COLD 1
 #define CNEW 1
 #define BOLD(i) ((i) == 0 -> 2 : 1)
 #define BNEW(i) ((i) == 0 -> 1 : ((i) == 1 -> 1 : 2))
-#define PICKR(v) if :: v = 0 :: v = 1 :: v = 2 fi
-#define PICKP(a, b) if :: a = 0; b = 1 :: a = 0; b = 2 :: a = 1; b = 0 :: a = 1; b = 2 :: a = 2; b = 0 :: a = 2; b = 1 fi
+#define PICKR(v, g) if :: g(0) -> v = 0 :: g(1) -> v = 1 :: g(2) -> v = 2 fi
+#define PICKP(a, b, g) if :: g(0, 1) -> a = 0; b = 1 :: g(0, 2) -> a = 0; b = 2 :: g(1, 0) -> a = 1; b = 0 :: g(1, 2) -> a = 1; b = 2 :: g(2, 0) -> a = 2; b = 0 :: g(2, 1) -> a = 2; b = 1 fi
 #endif
+#define CMAX ((COLD) > (CNEW) -> (COLD) : (CNEW))
 
 #define MIN(a, b) ((a) < (b) -> (a) : (b))
 #define MAX(a, b) ((a) > (b) -> (a) : (b))
 #define PI(j, k) ((j) * N + (k))
 #define SI(j, k, e) (PI(j, k) * NS + (e))
+#define REL(v) ((v) - TB)   /* stored instant -> instant relative to now */
 
-/* The margins of DESIGN §3 (and the planted variants that break them). */
-#ifdef PLANT_BORROWER_LATE
-#define USES(t, d) ((t) < (d) + EPS)          /* borrower uses to deadline + eps */
-#else
-#define USES(t, d) ((t) + EPS < (d))          /* now_k < deadline - eps */
-#endif
-#ifdef PLANT_LENDER_SHORT
-#define RESERVES(t, d) ((t) < (d))            /* lender reserves only to deadline */
-#else
-#define RESERVES(t, d) ((t) < (d) + EPS)      /* now_j < deadline + eps */
-#endif
+/* ------------------------------------------------------------ plants */
+/* Each planted variant removes ONE safety rule of DESIGN §3-4. The number is
+ * the value of GQ_PLANT; model/plants.json lists them with the run that
+ * finds each one's counterexample and the planted.json ids of the same bug. */
+#define P_BORROWER_LATE          1   /* borrower uses to deadline + eps */
+#define P_LENDER_SHORT           2   /* lender reserves only to deadline */
+#define P_RESERVE_LAST           3   /* lender reserves the latest loan, not the max */
+#define P_RELEND                 4   /* lends from its share, borrowed units included */
+#define P_BELOW_FLOOR            5   /* lends below its floor */
+#define P_LOAN_LONG              6   /* a loan runs longer than D */
+#define P_COARSE_REFILL          7   /* the share at now credited over the interval */
+#define P_CLAMP_NOW              8   /* split refill clamped only at now */
+#define P_CLAMP_LARGER           9   /* each piece clamped to the larger capacity */
+#define P_NO_SETTLE             10   /* share changed without settling first */
+#define P_NO_CLAMP              11   /* tokens not clamped when the slice shrinks */
+#define P_RETURN_REUSE          12   /* a returned seq is used again */
+#define P_RETURN_KEEPS_USING    13   /* the borrower keeps using what it returned */
+#define P_RETURN_FREES_NEWER    14   /* the lender frees newer grants on a return */
+#define P_LEND_PINNED           15   /* lends share that backs a lease */
+#define P_RETURN_PINNED         16   /* returns share that backs a lease */
+#define P_LEASE_OUTLIVES_LOAN   17   /* a lease on borrowed share outlives deadline - eps */
+#define P_LEASE_UNCOUNTED       18   /* leased tokens not counted against capacity */
+#define P_LEASE_LONG            19   /* a lease runs longer than D */
+#define P_SKIP_RECOVERY         20   /* no recovery after a state loss */
+#define P_RECOVERY_SHORT        21   /* recovery lasts D, not D + 2 eps */
+#define P_FULL_BUCKETS          22   /* buckets created in recovery start full */
+#define P_GRANT_IN_RECOVERY     23   /* a recovering region grants loans */
+#define P_RECOVERY_FLOOR        24   /* leased mode: floor, not 0, until D + eps */
+#define P_RETURN_IN_RECOVERY    25   /* a recovering region returns early */
+#define P_GROW_EARLY            26   /* growth before every region applied the change */
+#define P_GROW_BEFORE_LAPSE     27   /* growth before the loans of the old base lapsed */
+
+hidden byte plant;                  /* GQ_PLANT (constant during a run) */
+hidden byte lazy;                   /* buckets settled lazily (refill plants) */
+hidden byte fLeased, fLoss, fPolicy, fLoans, fOffs, cNew;
+#define PL(x) (plant == (x))
+
+/* The margins of DESIGN §3 at relative instant t. d: stored deadline. */
+#define USES(k, t, d) ((d) > 0 && (PL(P_BORROWER_LATE) -> ((t) + off[k] < REL(d) + EPS) : ((t) + off[k] + EPS < REL(d))))
+#define RESERVES(j, t, d) ((d) > 0 && (PL(P_LENDER_SHORT) -> ((t) + off[j] < REL(d)) : ((t) + off[j] < REL(d) + EPS)))
 
 /* ------------------------------------------------------------ state */
 
-byte now;                 /* real time */
-byte off[N];              /* Redis clock offset of each region */
+byte off[N];              /* Redis clock offset of each region (constant) */
 bool leasedMode;          /* in-process leases configured (changes recovery) */
-byte adm[WH];             /* units admitted at real ticks now-WH+1 .. now */
-byte losses;
+short gv;                 /* G1 witness: a token bucket of capacity C (x U) and
+                             rate r (x U) that every admission drains; G1 over
+                             every window <=> it never goes negative */
 
 /* policy: pv 0 = old, 1 = shrinks applied, 2 = new in full */
 bool polIssued;
 byte pv[N];
+byte gw;                  /* 0: not every region applied yet; then counts down
+                             from D + 2 eps + 1 to 1: growth allowed at 1 */
 
 /* Redis state of each region (lost with it) */
 bool bex[N];              /* bucket P:b exists */
-short tk[N];              /* bucket tokens (units; may be < 0: debt under leases) */
-byte ts[N];               /* local time of the last settle */
-bool rec[N];              /* the incarnation was born by a state loss */
-byte born[N];             /* its birth, local time */
+short tk[N];              /* bucket tokens (units; < 0: debt under leases) */
+byte age[N];              /* ticks since the last settle (0 unless lazy) */
+short sh[N];              /* lazy runs only: the reference bucket, settled at
+                             every tick with each piece's own rate and capacity */
+byte recE[N];             /* recovery end (stored instant; 0: not recovering) */
 byte lg[N];               /* P:k: leased units granted (0: none) */
-byte le[N];               /*      its expiry, local time */
-
 /* in-process client of each region (survives the region's state loss) */
 byte cl[N];               /* units left to spend */
-byte ce[N];               /* stop instant (local time of the region) */
+byte le[N];               /* lease expiry (stored instant), Redis and client */
 
-/* loans, index PI(lender, borrower) */
-/* A loan's seq is its deadline: a lender grants a borrower at most once per
- * tick, so deadlines of one lender-borrower pair strictly increase, also
- * across a state loss (no grant for D + 2 eps after it). */
+/* loans, index PI(lender, borrower); a loan's seq is its deadline: a lender
+ * grants a borrower at most once per tick, so deadlines of a pair strictly
+ * increase, also across a state loss (no grant for D + 2 eps after it). */
 byte stU[N * N * NS]; byte stD[N * N * NS];   /* lender: o| staircase */
 byte gU[N * N]; byte gD[N * N];               /* lender: g| register */
 byte inU[N * N]; byte inD[N * N];             /* borrower: i| */
 byte retS[N * N];                             /* borrower: r| (returned seq) */
-byte nU[N * N]; byte nD[N * N];               /* loan message in flight j->k */
-byte rn[N * N];                               /* return message k->j (seq) */
+
+/* The one message in flight (delayed, duplicated, overtaken or lost): a loan
+ * register mf -> mt, or a return mf (borrower) -> mt (lender) of seq md.
+ * Messages not in the slot are delivered at once (ship/return "direct"), so
+ * a direct delivery overtakes the slot's older copy (reorder). */
+byte mk;                  /* 0 none, 1 loan, 2 return */
+byte mf; byte mt; byte mu; byte md;
 
 /* nondeterministic choices of the current step (reset to 0 at its end) */
-byte cI; byte cK; byte cU;
+byte cI; byte cK; byte cU; byte cW;
 
 /* scratch (not part of the state) */
-hidden int hs, hb, hk, he, hm, hL, htk, ht, hsh, hC, hcap, hmaxc;
+hidden int hsd, hs, hb, hk, he, hm, hL, htk, ht, hsh, hC, hcap, hmaxc, hd;
 hidden int hsu0, hsd0, hsu1, hsd1;
-hidden int hi, hsum, hpin, hsh2, hL2, hw, ho, hok, hx, hy, hseq, hfree;
+hidden int hcs[AMAX + 1], hrs[AMAX + 1];
+hidden int hi, hsum, hpin, hsh2, hw, ho, hok, hx, hy, hseq, hfree, hz;
 
 /* ------------------------------------------------------------ share */
 
@@ -133,20 +178,16 @@ inline cEff(i, res) {
   fi
 }
 
-#define RECOV(i, t) (rec[i] && (t) < born[i] + RECLEN)
+#define RECOV(i, t) (recE[i] > 0 && (t) < REL(recE[i]))
 
-/* s_i(t) of docs/internals.md at local time t, clamped to [0, U]. */
+/* s_i at relative instant t (docs/internals.md "Share at time t"), in [0, U]. */
 inline shareAt(i, t, res) {
   if
   :: RECOV(i, t) ->
-#ifdef PLANT_RECOVERY_FLOOR
-    baseEff(i, hb); res = MIN(FLOOR, hb)
-#else
     if
-    :: leasedMode && (t) < born[i] + D + EPS -> res = 0
+    :: leasedMode && !PL(P_RECOVERY_FLOOR) && (t) < REL(recE[i]) - EPS -> res = 0
     :: else -> baseEff(i, hb); res = MIN(FLOOR, hb)
     fi
-#endif
   :: else ->
     baseEff(i, hs);
     hk = 0;
@@ -154,11 +195,15 @@ inline shareAt(i, t, res) {
     :: hk < N ->
       if
       :: hk != i ->
-        hm = 0; he = 0;
+        hm = 0; hsd = 0; he = 0;
         do
         :: he < NS ->
           if
-          :: stU[SI(i, hk, he)] > hm && RESERVES(t, stD[SI(i, hk, he)]) -> hm = stU[SI(i, hk, he)]
+          :: RESERVES(i, t, stD[SI(i, hk, he)]) ->
+            if
+            :: PL(P_RESERVE_LAST) -> if :: stD[SI(i, hk, he)] > hsd -> hsd = stD[SI(i, hk, he)]; hm = stU[SI(i, hk, he)] :: else -> skip fi
+            :: else -> hm = MAX(hm, stU[SI(i, hk, he)])
+            fi
           :: else -> skip
           fi;
           he++
@@ -166,7 +211,7 @@ inline shareAt(i, t, res) {
         od;
         hs = hs - hm;
         if
-        :: inD[PI(hk, i)] > retS[PI(hk, i)] && USES(t, inD[PI(hk, i)]) -> hs = hs + inU[PI(hk, i)]
+        :: inD[PI(hk, i)] > retS[PI(hk, i)] && USES(i, t, inD[PI(hk, i)]) -> hs = hs + inU[PI(hk, i)]
         :: else -> skip
         fi
       :: else -> skip
@@ -178,85 +223,78 @@ inline shareAt(i, t, res) {
   fi
 }
 
-/* leased units the region's Redis counts against capacity at local t */
-#define OUTST(i, t) ((lg[i] > 0 && (t) < le[i]) -> lg[i] : 0)
+/* leased units the region's Redis counts against capacity at t */
+#define OUTST(i, t) ((lg[i] > 0 && (t) < REL(le[i])) -> lg[i] : 0)
 
 /* ------------------------------------------------------------ lazy refill */
 
-/* Bucket tokens settled to now, into htk (bucket must exist). Each piece
- * [t, t+1) is refilled at its own rate and clamped to its own capacity. */
+/* Bucket tokens settled to now, into htk; the share at now into hsh. Each
+ * piece [t, t+1), t from -age to -1, is refilled at its own rate and clamped
+ * to its own capacity; then the result is clamped to the capacity at now. A
+ * bucket that does not exist is settled as created now (load_bucket): empty
+ * before recoveryEnd + C/r (DESIGN §4), else full. */
 inline calcSettle(i) {
-  hL = now + off[i];
-  htk = tk[i];
-  ht = ts[i];
   cEff(i, hC);
-#ifdef PLANT_COARSE_REFILL
-  /* the share in force at now credited over the whole interval */
-  shareAt(i, hL, hsh);
-  htk = MIN(hC * hsh - OUTST(i, hL), htk + R * hsh * (hL - ht));
-#else
-#ifdef PLANT_CLAMP_LARGER
-  hmaxc = -100;
-  hx = ht;
-  do
-  :: hx <= hL -> shareAt(i, hx, hsh); hmaxc = MAX(hmaxc, hC * hsh - OUTST(i, hx)); hx++
-  :: else -> break
-  od;
-#endif
-  do
-  :: ht < hL ->
-    shareAt(i, ht, hsh);
-#if defined(PLANT_CLAMP_NOW)
-    htk = htk + R * hsh;                       /* no clamp per piece */
-#elif defined(PLANT_CLAMP_LARGER)
-    htk = MIN(hmaxc, htk + R * hsh);           /* clamped at the larger capacity */
-#else
-    htk = MIN(hC * hsh - OUTST(i, ht), htk + R * hsh);
-#endif
-    ht++
-  :: else -> break
-  od;
-  shareAt(i, hL, hsh);
-  htk = MIN(htk, hC * hsh - OUTST(i, hL))
-#endif
-}
-
-/* A bucket created now starts empty before recoveryEnd + C/r (DESIGN §4). */
-inline createBucket(i) {
-  hL = now + off[i];
-  cEff(i, hC);
-  shareAt(i, hL, hsh);
-#ifdef PLANT_FULL_BUCKETS
-  tk[i] = hC * hsh - OUTST(i, hL);
-#else
   if
-  :: rec[i] && hL < born[i] + RECLEN + (hC + R - 1) / R -> tk[i] = 0
-  :: else -> tk[i] = hC * hsh - OUTST(i, hL)
+  :: bex[i] -> htk = tk[i]; hz = age[i]
+  :: recE[i] > 0 && 0 < REL(recE[i]) + (hC + R - 1) / R && !PL(P_FULL_BUCKETS) -> htk = 0; hz = 0
+  :: else -> htk = 1000; hz = 0
   fi;
-#endif
-  ts[i] = hL;
-  bex[i] = 1
+  /* the share schedule over the interval, one shareAt per instant */
+  ht = -hz;
+  do
+  :: ht <= 0 -> shareAt(i, ht, hsh); hcs[ht + AMAX] = hC * hsh - OUTST(i, ht); hrs[ht + AMAX] = R * hsh; ht++
+  :: else -> break
+  od;
+  if
+  :: PL(P_COARSE_REFILL) ->   /* the share in force at now over the whole interval */
+    htk = MIN(hcs[AMAX], htk + hrs[AMAX] * hz)
+  :: else ->
+    hmaxc = -100;
+    ht = -hz;
+    do
+    :: ht <= 0 -> hmaxc = MAX(hmaxc, hcs[ht + AMAX]); ht++
+    :: else -> break
+    od;
+    ht = -hz;
+    do
+    :: ht < 0 ->
+      if
+      :: PL(P_CLAMP_NOW) -> htk = htk + hrs[ht + AMAX]                   /* no clamp per piece */
+      :: PL(P_CLAMP_LARGER) -> htk = MIN(hmaxc, htk + hrs[ht + AMAX])    /* the larger capacity */
+      :: else -> htk = MIN(hcs[ht + AMAX], htk + hrs[ht + AMAX])
+      fi;
+      ht++
+    :: else -> break
+    od;
+    if
+    :: PL(P_NO_CLAMP) && bex[i] -> skip
+    :: else -> htk = MIN(htk, hcs[AMAX])
+    fi
+  fi
 }
 
 /* settle(): load_bucket + settle of lib.lua */
 inline settle(i) {
+  if :: lazy && !bex[i] -> calcSettle(i); sh[i] = htk :: else -> calcSettle(i) fi;
+  tk[i] = htk; age[i] = 0; bex[i] = 1
+}
+
+/* Tokens taken out of the bucket (admitted or leased) leave the reference too. */
+#define TAKE(i, c) tk[i] = tk[i] - (c); if :: lazy -> sh[i] = sh[i] - (c) :: else -> skip fi
+
+/* Every script that changes a share settles at the old share first (trap 11). */
+inline presettle(i) {
   if
-  :: bex[i] -> calcSettle(i); tk[i] = htk; ts[i] = hL
-  :: else -> createBucket(i)
+  :: PL(P_NO_SETTLE) && bex[i] -> skip
+  :: else -> settle(i)
   fi
 }
 
-/* Every script that changes a share settles at the old share first (trap 11). */
-#ifdef PLANT_NO_SETTLE
-#define PRESETTLE(i) skip
-#else
-#define PRESETTLE(i) settle(i)
-#endif
-
-/* After a change: the bucket settled to now is clamped to the new capacity
- * (apply_share_change); with PLANT_NO_SETTLE this settles the whole interval
- * under the new records. */
-#define POSTSETTLE(i) settle(i)
+/* After a change the bucket settled to now is clamped to the new capacity
+ * (apply_share_change); under P_NO_SETTLE this settles the whole interval
+ * with the new records. */
+#define postsettle(i) settle(i)
 
 /* Pin check (DESIGN §3 "Process leases pin share"): with the records as they
  * stand now, the leased units fit the capacity at every instant from now to
@@ -264,9 +302,9 @@ inline settle(i) {
 inline pinHolds(i) {
   hok = 1;
   cEff(i, hC);
-  hx = now + off[i];
+  hx = 0;
   do
-  :: lg[i] > 0 && hx < le[i] ->
+  :: lg[i] > 0 && hx < REL(le[i]) ->
     shareAt(i, hx, hsh);
     if
     :: lg[i] > hC * hsh -> hok = 0
@@ -283,19 +321,27 @@ inline checkAll() {
   hsum = 0; hpin = 0; hi = 0;
   do
   :: hi < N ->
-    hL2 = now + off[hi];
-    shareAt(hi, hL2, hsh2);
+    calcSettle(hi);            /* tokens settled to now (htk), share at now (hsh) */
+    hsh2 = hsh;
+    if :: !bex[hi] -> htk = 0 :: else -> skip fi;
     hsum = hsum + hsh2;
     /* global form of the pin invariant: max(capacity of the applied share,
      * leased outstanding + bucket tokens) summed over regions <= C */
     cEff(hi, hcap);
     hcap = hcap * hsh2;
     if
-    :: bex[hi] -> calcSettle(hi); ho = htk
-    :: else -> ho = 0
+    :: lazy && bex[hi] ->   /* the reference bucket, clamped at the capacity now */
+      sh[hi] = MIN(sh[hi], hcs[AMAX]);
+      if
+      :: htk > sh[hi] -> printf("MSC: VIOLATION r%d lazy refill %d units > reference %d\n", hi, htk, sh[hi])
+      :: else -> skip
+      fi;
+      assert(htk <= sh[hi])   /* lazy refill never credits a rate the region did not hold */
+    :: else -> skip
     fi;
+    ho = htk;
     if
-    :: cl[hi] > 0 && hL2 < ce[hi] -> ho = ho + cl[hi]
+    :: cl[hi] > 0 && 0 < REL(le[hi]) -> ho = ho + cl[hi]
     :: else -> skip
     fi;
     hpin = hpin + MAX(hcap, ho);
@@ -303,45 +349,47 @@ inline checkAll() {
   :: else -> break
   od;
   if
-  :: hsum > U || hpin > (polIssued -> MAX(COLD, CNEW) : COLD) * U ->
-    printf("MSC: shares sum %d, pinned sum %d (off %d %d, leased %d)\n", hsum, hpin, off[0], off[1], leasedMode)
+  :: hsum > U || hpin > (polIssued -> CMAX : COLD) * U ->
+    printf("MSC: VIOLATION shares sum %d > %d or pinned sum %d > %d\n", hsum, U, hpin, (polIssued -> CMAX : COLD) * U)
   :: else -> skip
   fi;
   assert(hsum <= U);                                   /* sum of shares in use <= U */
-  assert(hpin <= (polIssued -> MAX(COLD, CNEW) : COLD) * U)  /* leased + bucket pinned */
+  assert(hpin <= (polIssued -> CMAX : COLD) * U)       /* leased + bucket pinned */
 }
 
-/* Admissions of c units now; every window of the history stays within
- * C + r*T (tokens; C = max(C_old, C_new) once a change is issued). */
+/* Admission of c units now: the G1 witness bucket must cover them. */
 inline admitted(c) {
-  adm[WH - 1] = adm[WH - 1] + c;
-  hsum = 0; hw = 0;
-  do
-  :: hw < WH ->
-    hsum = hsum + adm[WH - 1 - hw];
-    assert(hsum <= ((polIssued -> MAX(COLD, CNEW) : COLD) + R * hw) * U);
-    hw++
-  :: else -> break
-  od
+  gv = gv - (c);
+  if
+  :: gv < 0 -> printf("MSC: VIOLATION G1: admitted %d units over C + r*T\n", -gv)
+  :: else -> skip
+  fi;
+  assert(gv >= 0)
 }
 
-/* Bookkeeping that cannot change any future behaviour is dropped at a tick
- * (expired leases already settled past, lapsed reservations already settled
- * past, a recovery whose bucket rules no longer matter), so equal futures
- * are one state. */
+/* ------------------------------------------------------------ time */
+
+/* one stored instant one tick older; canonicalize() drops every record
+ * before it could run out of range */
+#define SHIFT(v) if :: v > 0 -> assert(v > 1); v-- :: else -> skip fi
+
+/* Records that no future behaviour depends on are dropped, so equal futures
+ * are one state. A lazy bucket may still settle from -age, so records are
+ * kept while they matter at -age. */
 inline canonicalize() {
   hi = 0;
   do
   :: hi < N ->
-    hL2 = now + off[hi];
+    hz = (bex[hi] -> -age[hi] : 0);
     if
-    :: cl[hi] > 0 && hL2 >= ce[hi] -> cl[hi] = 0; ce[hi] = 0
+    :: lg[hi] > 0 && hz >= REL(le[hi]) -> lg[hi] = 0
     :: else -> skip
     fi;
     if
-    :: lg[hi] > 0 && bex[hi] && ts[hi] >= le[hi] -> lg[hi] = 0; le[hi] = 0
+    :: cl[hi] > 0 && 0 >= REL(le[hi]) -> cl[hi] = 0
     :: else -> skip
     fi;
+    if :: lg[hi] == 0 && cl[hi] == 0 -> le[hi] = 0 :: else -> skip fi;
     hk = 0;
     do
     :: hk < N ->
@@ -349,221 +397,237 @@ inline canonicalize() {
       do
       :: he < NS ->
         if
-        :: stU[SI(hi, hk, he)] > 0 && bex[hi] && !RESERVES(ts[hi], stD[SI(hi, hk, he)]) ->
-          stU[SI(hi, hk, he)] = 0; stD[SI(hi, hk, he)] = 0; stD[SI(hi, hk, he)] = 0
+        :: stD[SI(hi, hk, he)] > 0 && !RESERVES(hi, hz, stD[SI(hi, hk, he)]) ->
+          stU[SI(hi, hk, he)] = 0; stD[SI(hi, hk, he)] = 0
         :: else -> skip
         fi;
         he++
       :: else -> break
       od;
+      if
+      :: hk != hi && gD[PI(hi, hk)] > 0 && !USES(hk, 0, gD[PI(hi, hk)]) -> gU[PI(hi, hk)] = 0; gD[PI(hi, hk)] = 0
+      :: else -> skip
+      fi;
+      if
+      :: hk != hi && inD[PI(hk, hi)] > 0 && !USES(hi, hz, inD[PI(hk, hi)]) -> inU[PI(hk, hi)] = 0; inD[PI(hk, hi)] = 0
+      :: else -> skip
+      fi;
+      if
+      :: hk != hi && retS[PI(hk, hi)] > 0 && !USES(hi, hz, retS[PI(hk, hi)]) -> retS[PI(hk, hi)] = 0
+      :: else -> skip
+      fi;
       hk++
     :: else -> break
     od;
     if
-    :: rec[hi] && bex[hi] && ts[hi] >= born[hi] + RECLEN && hL2 >= born[hi] + RECLEN + MAX(COLD, CNEW) ->
-      rec[hi] = 0; born[hi] = 0
+    :: recE[hi] > 0 && ((bex[hi] && hz >= REL(recE[hi])) || (!bex[hi] && 0 >= REL(recE[hi]) + CMAX)) -> recE[hi] = 0
     :: else -> skip
     fi;
     hi++
   :: else -> break
-  od
+  od;
+  if
+  :: mk == 1 && !USES(mt, 0, md) -> mk = 0; mf = 0; mt = 0; mu = 0; md = 0
+  :: mk == 2 && !RESERVES(mt, (bex[mt] -> -age[mt] : 0), md) -> mk = 0; mf = 0; mt = 0; mu = 0; md = 0
+  :: else -> skip
+  fi
+}
+
+inline tick() {
+  gv = MIN((polIssued -> CMAX : COLD) * U, gv + R * U);
+  hi = 0;
+  do
+  :: hi < N ->
+    SHIFT(recE[hi]); SHIFT(le[hi]);
+    hk = 0;
+    do
+    :: hk < N ->
+      SHIFT(gD[PI(hi, hk)]); SHIFT(inD[PI(hi, hk)]); SHIFT(retS[PI(hi, hk)]);
+      SHIFT(stD[SI(hi, hk, 0)]); SHIFT(stD[SI(hi, hk, 1)]);
+      hk++
+    :: else -> break
+    od;
+    hi++
+  :: else -> break
+  od;
+  SHIFT(md);
+  if :: gw > 1 -> gw-- :: else -> skip fi;
+  hi = 0;
+  do
+  :: hi < N ->
+    if
+    :: bex[hi] ->
+      if
+      :: lazy ->   /* the reference bucket: the piece [-1, 0) at its own rate and capacity */
+        cEff(hi, hC); shareAt(hi, -1, hsh);
+        sh[hi] = MIN(hC * hsh - OUTST(hi, -1), sh[hi] + R * hsh)
+      :: else -> skip
+      fi;
+      age[hi]++;
+      if :: !lazy || age[hi] >= AMAX -> settle(hi) :: else -> skip fi
+    :: else -> skip
+    fi;
+    hi++
+  :: else -> break
+  od;
+  canonicalize()
 }
 
 /* ------------------------------------------------------------ scripts */
 
 /* loan_grant.lua: lender cI lends cU units to borrower cK until now + D. */
 inline grant() {
-  hL = now + off[cI];
-  hok = 1;
-#ifndef PLANT_GRANT_IN_RECOVERY
-  if :: RECOV(cI, hL) -> hok = 0 :: else -> skip fi;
-#endif
-  /* current reservation for cK and the others' */
-  hx = 0; hy = 0; hk = 0;
+  hok = !RECOV(cI, 0) || PL(P_GRANT_IN_RECOVERY);
+  hd = off[cI] + D + TB + (PL(P_LOAN_LONG) -> 2 * EPS : 0);   /* the new deadline */
+  /* current reservation for cK (hx) and the others' (hy) */
+  hx = 0; hy = 0; hw = 0;
   do
-  :: hk < N ->
+  :: hw < N ->
     if
-    :: hk != cI ->
+    :: hw != cI ->
       hm = 0; he = 0;
       do
       :: he < NS ->
         if
-        :: stU[SI(cI, hk, he)] > hm && RESERVES(hL, stD[SI(cI, hk, he)]) -> hm = stU[SI(cI, hk, he)]
+        :: RESERVES(cI, 0, stD[SI(cI, hw, he)]) -> hm = MAX(hm, stU[SI(cI, hw, he)])
         :: else -> skip
         fi;
         he++
       :: else -> break
       od;
-      if :: hk == cK -> hx = hm :: else -> hy = hy + hm fi
+      if :: hw == cK -> hx = hm :: else -> hy = hy + hm fi
     :: else -> skip
     fi;
-    hk++
+    hw++
   :: else -> break
   od;
-  /* lendable: own base only, never below floor (trap 3) */
-#ifdef PLANT_RELEND
-  shareAt(cI, hL, hsh);
-  hb = hsh + hx;                 /* the current share, borrowed units included */
-#else
-  baseEff(cI, hb);
-  hb = hb - hy;
-#endif
-#ifndef PLANT_BELOW_FLOOR
-  hb = hb - FLOOR;
-#endif
+  /* lendable: own base only (trap 3), never below floor */
+  if
+  :: PL(P_RELEND) -> shareAt(cI, 0, hsh); hb = hsh + hx   /* borrowed units included */
+  :: else -> baseEff(cI, hb); hb = hb - hy
+  fi;
+  if :: !PL(P_BELOW_FLOOR) -> hb = hb - FLOOR :: else -> skip fi;
   if :: MAX(cU, hx) > hb -> hok = 0 :: else -> skip fi;
   /* one grant per borrower per tick (a gossip round per tick): bounds seq */
   he = 0;
   do
-  :: he < NS -> if :: stU[SI(cI, cK, he)] > 0 && stD[SI(cI, cK, he)] == hL + D -> hok = 0 :: else -> skip fi; he++
+  :: he < NS -> if :: stD[SI(cI, cK, he)] == hd -> hok = 0 :: else -> skip fi; he++
   :: else -> break
   od;
   if
   :: hok ->
-    PRESETTLE(cI);
+    presettle(cI);
     hsu0 = stU[SI(cI, cK, 0)]; hsd0 = stD[SI(cI, cK, 0)]; hsu1 = stU[SI(cI, cK, 1)]; hsd1 = stD[SI(cI, cK, 1)];
     /* drop lapsed and dominated entries, then take a free slot */
     hfree = NS; he = 0;
     do
     :: he < NS ->
       if
-      :: stU[SI(cI, cK, he)] > 0 && (!RESERVES(hL, stD[SI(cI, cK, he)]) ||
-           (stU[SI(cI, cK, he)] <= cU && stD[SI(cI, cK, he)] <= hL + D)) ->
+      :: stD[SI(cI, cK, he)] > 0 && (!RESERVES(cI, 0, stD[SI(cI, cK, he)]) ||
+           (stU[SI(cI, cK, he)] <= cU && stD[SI(cI, cK, he)] <= hd)) ->
         stU[SI(cI, cK, he)] = 0; stD[SI(cI, cK, he)] = 0
       :: else -> skip
       fi;
-      if :: stU[SI(cI, cK, he)] == 0 && hfree == NS -> hfree = he :: else -> skip fi;
+      if :: stD[SI(cI, cK, he)] == 0 && hfree == NS -> hfree = he :: else -> skip fi;
       he++
     :: else -> break
     od;
     if
     :: hfree < NS ->
-      stU[SI(cI, cK, hfree)] = cU; stD[SI(cI, cK, hfree)] = hL + D;
-#ifndef PLANT_LEND_PINNED
-      pinHolds(cI);
-#endif
+      stU[SI(cI, cK, hfree)] = cU; stD[SI(cI, cK, hfree)] = hd;
+      if :: !PL(P_LEND_PINNED) -> pinHolds(cI) :: else -> skip fi;
       if
-      :: hok ->
-        gU[PI(cI, cK)] = cU; gD[PI(cI, cK)] = hL + D;
-        POSTSETTLE(cI)
+      :: hok -> gU[PI(cI, cK)] = cU; gD[PI(cI, cK)] = hd
       :: else ->   /* the loan would take share that backs a lease: refused */
-        stU[SI(cI, cK, 0)] = hsu0; stD[SI(cI, cK, 0)] = hsd0; stU[SI(cI, cK, 1)] = hsu1; stD[SI(cI, cK, 1)] = hsd1;
-        POSTSETTLE(cI)
+        stU[SI(cI, cK, 0)] = hsu0; stD[SI(cI, cK, 0)] = hsd0; stU[SI(cI, cK, 1)] = hsu1; stD[SI(cI, cK, 1)] = hsd1
       fi
-    :: else -> POSTSETTLE(cI)   /* staircase full: the model's lender does not lend */
-    fi
+    :: else -> hok = 0   /* staircase full: the model's lender does not lend */
+    fi;
+    postsettle(cI)
   :: else -> skip
   fi
 }
 
-/* gossip: lender cI ships its register g|cK. One message in flight per
- * link: a newer copy replaces an undelivered older one (that one is lost). */
-inline send() {
-  if
-  :: gD[PI(cI, cK)] > 0 -> nU[PI(cI, cK)] = gU[PI(cI, cK)]; nD[PI(cI, cK)] = gD[PI(cI, cK)]
-  :: else -> skip
-  fi
-}
-
-/* loan_merge.lua: borrower cK merges the message from lender cI. Higher seq
- * wins; a seq <= the returned one is never used again (trap 12). */
+/* loan_merge.lua: borrower cK merges loan (hx units, deadline hd) from lender
+ * cI. Higher seq wins; a seq <= the returned one is never used again (trap 12). */
 inline merge() {
   hy = PI(cI, cK);
-  hL = now + off[cK];
   if
-  :: nD[hy] > retS[hy] && (nD[hy] > inD[hy] || (nD[hy] == inD[hy] && nU[hy] < inU[hy])) ->
-    PRESETTLE(cK);
-    inU[hy] = nU[hy]; inD[hy] = nD[hy];
+  :: hd > retS[hy] && (hd > inD[hy] || (hd == inD[hy] && hx < inU[hy])) ->
+    presettle(cK);
+    inU[hy] = hx; inD[hy] = hd;
     /* drop_lapsed (a returned loan stays: it bounds r|) */
     if
-    :: !USES(hL, inD[hy]) && inD[hy] > retS[hy] -> inU[hy] = 0; inD[hy] = 0
+    :: !USES(cK, 0, inD[hy]) -> inU[hy] = 0; inD[hy] = 0
     :: else -> skip
     fi;
-    POSTSETTLE(cK)
+    postsettle(cK)
   :: else -> skip
   fi
 }
 
-/* A recovering region returns nothing early: its Redis forgot the leases its
- * clients may still hold on borrowed share, so it cannot tell which share
- * backs none (found by this model; DESIGN §3-4 did not say it). */
-#ifdef PLANT_RETURN_IN_RECOVERY
-#define RETURN_ALLOWED(i, t) 1
-#else
-#define RETURN_ALLOWED(i, t) (!RECOV(i, t))
-#endif
-
-/* loan_return.lua: borrower cK returns early the loan held from lender cI. */
-inline giveBack() {
-  hy = PI(cI, cK);
-  hL = now + off[cK];
-  if
-  :: inD[hy] > retS[hy] && USES(hL, inD[hy]) && RETURN_ALLOWED(cK, hL) ->
-    PRESETTLE(cK);
-    hseq = inD[hy];
-    retS[hy] = hseq;
-#ifndef PLANT_RETURN_PINNED
-    pinHolds(cK);
-#else
-    hok = 1;
-#endif
-    if
-    :: hok ->
-#ifdef PLANT_RETURN_REUSE
-      /* forgets the loan instead of remembering the returned seq */
-      retS[hy] = 0; inU[hy] = 0; inD[hy] = 0;
-#endif
-      rn[hy] = MAX(rn[hy], hseq);    /* durable, then told (the return message) */
-      POSTSETTLE(cK)
-    :: else -> retS[hy] = 0; POSTSETTLE(cK)   /* backs a lease: kept */
-    fi
-  :: else -> skip
-  fi
-}
-
-/* loan_return_received.lua: lender cI frees entries for cK with seq <= returned. */
+/* loan_return_received.lua: lender cI frees entries for cK with seq <= hseq. */
 inline returnReceived() {
-  hy = PI(cI, cK);
-  PRESETTLE(cI);
+  presettle(cI);
   he = 0;
   do
   :: he < NS ->
     if
-    :: stU[SI(cI, cK, he)] > 0 && stD[SI(cI, cK, he)] <= rn[hy] ->
+    :: stD[SI(cI, cK, he)] > 0 && (stD[SI(cI, cK, he)] <= hseq || PL(P_RETURN_FREES_NEWER)) ->
       stU[SI(cI, cK, he)] = 0; stD[SI(cI, cK, he)] = 0
     :: else -> skip
     fi;
     he++
   :: else -> break
   od;
-  POSTSETTLE(cI)
+  postsettle(cI)
 }
 
-/* lease_acquire.lua: region cI leases all its whole-unit tokens for cU ticks. */
-inline leaseAcquire() {
-  hL = now + off[cI];
+/* loan_return.lua: borrower cK returns early the loan held from lender cI.
+ * hok = 1 when returned (hseq = its seq). A recovering region returns nothing
+ * early: its Redis forgot the leases its clients may still hold on borrowed
+ * share, so it cannot tell which share backs none (found by this model). */
+inline giveBack() {
+  hy = PI(cI, cK);
+  hok = 0;
   if
-  :: leasedMode && lg[cI] == 0 && cl[cI] == 0 ->
+  :: inD[hy] > retS[hy] && USES(cK, 0, inD[hy]) && (!RECOV(cK, 0) || PL(P_RETURN_IN_RECOVERY)) ->
+    presettle(cK);
+    hseq = inD[hy];
+    retS[hy] = hseq;
+    hok = 1;
+    if :: !PL(P_RETURN_PINNED) -> pinHolds(cK) :: else -> skip fi;
+    if
+    :: hok ->
+      if
+      :: PL(P_RETURN_REUSE) -> retS[hy] = 0; inU[hy] = 0; inD[hy] = 0   /* forgets the seq */
+      :: PL(P_RETURN_KEEPS_USING) -> retS[hy] = hseq - 1                /* records a lower seq */
+      :: else -> skip
+      fi
+    :: else -> retS[hy] = 0   /* backs a lease: kept */
+    fi;
+    postsettle(cK)
+  :: else -> skip
+  fi
+}
+
+/* lease_acquire.lua: region cI leases all its tokens for cU ticks. */
+inline leaseAcquire() {
+  if
+  :: lg[cI] == 0 && cl[cI] == 0 ->
     settle(cI);
     if
     :: tk[cI] > 0 ->
-      lg[cI] = tk[cI]; le[cI] = hL + cU;
-#ifdef PLANT_LEASE_OUTLIVES_LOAN
-      /* checked at now only: may outlive a borrowed loan's deadline - eps */
-      shareAt(cI, hL, hsh); cEff(cI, hC);
-      hok = (lg[cI] <= hC * hsh);
-#else
-      pinHolds(cI);
-#endif
+      lg[cI] = tk[cI]; le[cI] = cU + TB;
+      if
+      :: PL(P_LEASE_OUTLIVES_LOAN) ->  /* checked at now only */
+        shareAt(cI, 0, hsh); cEff(cI, hC); hok = (lg[cI] <= hC * hsh)
+      :: else -> pinHolds(cI)
+      fi;
       if
       :: hok ->
-#ifdef PLANT_LEASE_UNCOUNTED
-        cl[cI] = lg[cI]; ce[cI] = le[cI];
-        lg[cI] = 0; le[cI] = 0                      /* not counted against capacity */
-#else
-        cl[cI] = lg[cI]; ce[cI] = le[cI];
-        tk[cI] = 0
-#endif
+        cl[cI] = lg[cI]; TAKE(cI, lg[cI]);
+        if :: PL(P_LEASE_UNCOUNTED) -> lg[cI] = 0 :: else -> skip fi   /* not counted against capacity */
       :: else -> lg[cI] = 0; le[cI] = 0
       fi
     :: else -> skip
@@ -572,26 +636,11 @@ inline leaseAcquire() {
   fi
 }
 
-/* lease_release.lua: the client gives back what it did not spend. */
-inline leaseRelease() {
-  hL = now + off[cI];
-  if
-  :: cl[cI] > 0 && hL < ce[cI] ->
-    settle(cI);
-    if
-    :: lg[cI] > 0 && hL < le[cI] -> tk[cI] = tk[cI] + cl[cI]; lg[cI] = 0; le[cI] = 0
-    :: else -> skip      /* Redis lost the lease (state loss): nothing comes back */
-    fi;
-    cl[cI] = 0; ce[cI] = 0
-  :: else -> skip
-  fi
-}
-
 /* State loss of region cI (marker gone, or a failover seen as a replid
  * change): its Redis state is gone, a new incarnation is born now. */
 inline stateLoss() {
-  hL = now + off[cI];
-  bex[cI] = 0; tk[cI] = 0; ts[cI] = 0; lg[cI] = 0; le[cI] = 0;
+  bex[cI] = 0; tk[cI] = 0; sh[cI] = 0; age[cI] = 0; lg[cI] = 0;
+  if :: cl[cI] == 0 -> le[cI] = 0 :: else -> skip fi;
   hk = 0;
   do
   :: hk < N ->
@@ -605,175 +654,141 @@ inline stateLoss() {
     hk++
   :: else -> break
   od;
-#ifdef PLANT_SKIP_RECOVERY
-  rec[cI] = 0; born[cI] = 0;
-#else
-  rec[cI] = 1; born[cI] = hL;
-#endif
-  losses++
+  if
+  :: PL(P_SKIP_RECOVERY) -> recE[cI] = 0
+  :: PL(P_RECOVERY_SHORT) -> recE[cI] = D + TB
+  :: else -> recE[cI] = RECLEN + TB
+  fi
 }
 
 /* Policy: region cI applies the issued version; shrinks at once (waiting for
  * its leases), growth only once every region has applied it. */
 inline policyApply() {
-  if
-  :: polIssued && pv[cI] == 0 ->
-    PRESETTLE(cI);
-#ifdef PLANT_GROW_EARLY
-    pv[cI] = 2;
-#else
-    pv[cI] = 1;
-#endif
-#ifndef PLANT_POLICY_IGNORES_LEASES
-    pinHolds(cI);
-    if :: !hok -> pv[cI] = 0 :: else -> skip fi;
-#endif
-    POSTSETTLE(cI)
-  :: else -> skip
-  fi
+  presettle(cI);
+  pv[cI] = (PL(P_GROW_EARLY) -> 2 : 1);
+  /* DESIGN §3: a base change waits for the leases. Not a plant: with growth
+   * waiting D + 2 eps (leases last at most D) removing it breaks nothing on
+   * these instances (model/README.md). */
+  pinHolds(cI); if :: !hok -> pv[cI] = 0 :: else -> skip fi;
+  postsettle(cI)
 }
 
-inline policyGrow() {
-  hok = (polIssued && pv[cI] == 1);
-  hk = 0;
-  do
-  :: hk < N -> if :: pv[hk] == 0 -> hok = 0 :: else -> skip fi; hk++
-  :: else -> break
-  od;
-  if
-  :: hok -> PRESETTLE(cI); pv[cI] = 2; POSTSETTLE(cI)
-  :: else -> skip
-  fi
-}
+#define ALLAPPLIED (pv[0] != 0 && pv[1] != 0 && (N == 2 || pv[N - 1] != 0))
 
-/* The safe piecewise refill composes (settling to t1 then to t2 gives the
- * same tokens as settling to t2 at once), so the safe model settles every
- * bucket at each tick: equal buckets become one state. The refill plants
- * and PLANT_NO_SETTLE are not compositional and keep the lazy buckets. */
-#if !defined(PLANT_COARSE_REFILL) && !defined(PLANT_CLAMP_NOW) && !defined(PLANT_CLAMP_LARGER) && !defined(PLANT_NO_SETTLE) && !defined(LAZY)
-#define EAGER 1
-#endif
+/* Guards of the steps: a step that would change nothing is not offered
+ * (fewer transitions, same states). */
+#define ANY(i) 1
+#define CANLEND(j, k) (fLoans && (BOLD(j) > FLOOR || (fPolicy && BNEW(j) > FLOOR) || PL(P_BELOW_FLOOR) || PL(P_RELEND)))
+#define HASREG(j, k) (gD[PI(j, k)] > 0)
+#define HASLOAN(j, k) (inD[PI(j, k)] > retS[PI(j, k)])
+#define CANLEASE(i) (leasedMode && lg[i] == 0 && cl[i] == 0)
+#define CANSPEND(i) (cl[i] > 0 && 0 < REL(le[i]))
+#define PV0(i) (polIssued && pv[i] == 0)
+#define PV1(i) (gw == 1 && pv[i] == 1)
 
-inline tick() {
-  now++;
-#ifdef EAGER
-  hy = 0;
-  do
-  :: hy < N -> if :: bex[hy] -> settle(hy) :: else -> skip fi; hy++
-  :: else -> break
-  od;
-#endif
-  hw = 0;
-  do
-  :: hw < WH - 1 -> adm[hw] = adm[hw + 1]; hw++
-  :: else -> break
-  od;
-  adm[WH - 1] = 0;
-  canonicalize()
-}
-
-#define ENDSTEP cI = 0; cK = 0; cU = 0
+#define ENDSTEP cI = 0; cK = 0; cU = 0; cW = 0
 
 active proctype world() {
-  /* clocks: any offsets within 2 eps; leased mode on or off */
+  c_code {
+    plant = getenv("GQ_PLANT") ? atoi(getenv("GQ_PLANT")) : 0;
+    fLeased = getenv("GQ_LEASED") ? atoi(getenv("GQ_LEASED")) : 2;
+    fLoss = getenv("GQ_LOSS") ? atoi(getenv("GQ_LOSS")) : 1;
+    fPolicy = getenv("GQ_POLICY") ? atoi(getenv("GQ_POLICY")) : 1;
+    fLoans = getenv("GQ_LOANS") ? atoi(getenv("GQ_LOANS")) : 1;
+    fOffs = getenv("GQ_OFFS") ? atoi(getenv("GQ_OFFS")) : 0;
+    cNew = getenv("GQ_CNEW") ? atoi(getenv("GQ_CNEW")) : 1;
+  };
+  lazy = PL(P_COARSE_REFILL) || PL(P_CLAMP_NOW) || PL(P_CLAMP_LARGER) || PL(P_NO_SETTLE);
+  printf("MSC: plant %d leased %d loss %d policy %d loans %d offsets %d lazy %d\n", plant, fLeased, fLoss, fPolicy, fLoans, fOffs, lazy);
   atomic {
-#if N == 2
-    /* equal clocks, or either one 2 eps ahead (equal offsets are all alike) */
-#ifdef ALL_OFFSETS
-    if :: off[0] = 0 :: off[0] = 1 :: off[0] = 2 fi;
-    if :: off[1] = 0 :: off[1] = 1 :: off[1] = 2 fi;
-#else
-    if :: skip :: off[0] = 2 :: off[1] = 2 fi;
-#endif
-#else
-    if :: off[0] = 0 :: off[0] = 2 fi;
-    if :: off[1] = 0 :: off[1] = 2 fi;
-    if :: off[2] = 0 :: off[2] = 2 fi;
-#endif
-#if defined(LEASED)
-    leasedMode = 1;
-#elif !defined(UNLEASED)
-    if :: leasedMode = 1 :: leasedMode = 0 fi;
-#endif
+    /* clocks: any offsets within 2 eps; leased mode on or off */
+    if
+    :: fOffs == 1 ->
+      cI = 0;
+      do
+      :: cI < N -> if :: off[cI] = 0 :: off[cI] = 1 :: off[cI] = 2 fi; cI++
+      :: else -> break
+      od
+    :: fOffs == 2 -> skip   /* equal clocks only (enough without loans) */
+    :: else ->
+      /* equal clocks (all equal offsets are alike), or one region 2 eps ahead */
+      if :: skip :: PICKR(cI, ANY); off[cI] = 2 fi
+    fi;
+    if
+    :: fLeased == 2 -> if :: leasedMode = 1 :: leasedMode = 0 fi
+    :: else -> leasedMode = fLeased
+    fi;
     /* a fresh cluster: buckets full (docs/internals.md "Fresh clusters") */
     cI = 0;
     do
-    :: cI < N -> bex[cI] = 1; tk[cI] = COLD * BOLD(cI); ts[cI] = off[cI]; cI++
+    :: cI < N -> bex[cI] = 1; tk[cI] = COLD * BOLD(cI); sh[cI] = (lazy -> tk[cI] : 0); cI++
     :: else -> break
     od;
+    gv = COLD * U;
+    printf("MSC: offsets %d %d, leased mode %d\n", off[0], off[1], leasedMode);
     ENDSTEP
   };
 end_loop:
   do
-  :: d_step { now < H -> tick(); printf("MSC: now=%d\n", now); checkAll() }
-#ifdef ADMIT_ONE
-  :: atomic { now < H -> PICKR(cI);          /* check: admit one unit */
-       d_step { if :: bex[cI] -> calcSettle(cI) :: else -> htk = 0 fi;
+  :: d_step { tick(); printf("MSC: tick\n"); checkAll() }
+  :: atomic { PICKR(cI, ANY);          /* a check: settle (creating the bucket), admit every whole unit */
+       d_step { settle(cI);
          if
-         :: htk >= 1 -> settle(cI); tk[cI] = tk[cI] - 1; admitted(1)
+         :: tk[cI] >= 1 -> hx = tk[cI]; TAKE(cI, hx); printf("MSC: r%d admits %d units\n", cI, hx); admitted(hx)
          :: else -> skip
          fi;
          checkAll(); ENDSTEP } }
-#endif
-  :: atomic { now < H -> PICKR(cI);          /* checks draining the bucket */
-       d_step { if :: bex[cI] -> calcSettle(cI) :: else -> htk = 0 fi;
-         if
-         :: htk >= 1 -> settle(cI); hx = tk[cI]; tk[cI] = 0; printf("MSC: r%d admits %d units\n", cI, hx); admitted(hx)
-         :: else -> skip
-         fi;
-         checkAll(); ENDSTEP } }
-  :: atomic { now < H -> PICKP(cI, cK);
-       if :: cU = 1 :: cU = 2 :: cU = 3 fi;
-       d_step { grant(); printf("MSC: r%d grant to r%d u=%d ok=%d\n", cI, cK, cU, hok); checkAll(); ENDSTEP } }
-  :: atomic { now < H -> PICKP(cI, cK); d_step { send(); printf("MSC: r%d ships loan to r%d\n", cI, cK); ENDSTEP } }
-  :: atomic { now < H -> PICKP(cI, cK);
-       if
-       :: nD[PI(cI, cK)] != 0 ->
-         d_step { merge(); printf("MSC: r%d merges loan from r%d u=%d d=%d\n", cK, cI, inU[PI(cI,cK)], inD[PI(cI,cK)]); checkAll() };
-         if   /* delivered once, or kept to be delivered again (duplicate, late copy) */
-         :: nU[PI(cI, cK)] = 0; nD[PI(cI, cK)] = 0
-         :: skip
-         fi
-       :: else -> skip
-       fi;
-       ENDSTEP }
-#ifdef LONG
-  :: atomic { now < H -> PICKP(cI, cK); nU[PI(cI, cK)] = 0; nD[PI(cI, cK)] = 0; ENDSTEP }  /* lost */
-#endif
-  :: atomic { now < H -> PICKP(cI, cK); d_step { giveBack(); printf("MSC: r%d returns loan of r%d\n", cK, cI); checkAll(); ENDSTEP } }
-  :: atomic { now < H -> PICKP(cI, cK);
-       if
-       :: rn[PI(cI, cK)] != 0 ->
-         d_step { returnReceived(); printf("MSC: r%d receives return from r%d\n", cI, cK); checkAll() };
-         if :: rn[PI(cI, cK)] = 0 :: skip fi    /* or delivered again later */
-       :: else -> skip
-       fi;
-       ENDSTEP }
-  :: atomic { now < H -> PICKP(cI, cK); rn[PI(cI, cK)] = 0; ENDSTEP }   /* lost */
-  :: atomic { now < H && leasedMode -> PICKR(cI); 
-#ifdef LONG
-       if :: cU = 1 :: cU = D fi;
-#else
-       cU = D;
-#endif
-
-       d_step { leaseAcquire(); printf("MSC: r%d lease acquire dur=%d -> cl=%d ce=%d\n", cI, cU, cl[cI], ce[cI]); checkAll(); ENDSTEP } }
-  :: atomic { now < H && leasedMode -> PICKR(cI);    /* the client spends its lease */
+  :: atomic { PICKP(cI, cK, CANLEND);
+       if :: cU = 1 :: cU = 2 :: PL(P_BELOW_FLOOR) || PL(P_RELEND) -> cU = 3 fi;
+       d_step { grant(); printf("MSC: r%d grants r%d %d units (ok %d)\n", cI, cK, cU, hok); checkAll(); ENDSTEP } }
+  :: atomic { PICKP(cI, cK, HASREG);    /* gossip: lender cI ships its register */
+       if :: cW = 0 :: cW = 1 fi;         /* merged at once, or put in flight */
        d_step {
          if
-         :: cl[cI] > 0 && now + off[cI] < ce[cI] -> hx = cl[cI]; cl[cI] = 0; printf("MSC: r%d client spends %d units\n", cI, hx); admitted(hx)
+         :: cW == 0 -> hx = gU[PI(cI, cK)]; hd = gD[PI(cI, cK)]; merge();
+            printf("MSC: r%d ships its loan to r%d, merged at once\n", cI, cK); checkAll()
+         :: else -> mk = 1; mf = cI; mt = cK; mu = gU[PI(cI, cK)]; md = gD[PI(cI, cK)];
+            printf("MSC: r%d ships its loan to r%d, in flight\n", cI, cK)
+         fi;
+         ENDSTEP } }
+  :: atomic { PICKP(cI, cK, HASLOAN);    /* borrower cK returns early the loan of cI */
+       if :: cW = 0 :: cW = 1 fi;         /* received at once, or put in flight */
+       d_step { giveBack(); printf("MSC: r%d returns early the loan of r%d (ok %d)\n", cK, cI, hok);
+         if
+         :: hok && cW == 0 -> returnReceived(); printf("MSC: r%d receives the return at once\n", cI)
+         :: hok && cW == 1 -> mk = 2; mf = cK; mt = cI; mu = 0; md = hseq; printf("MSC: the return is in flight\n")
          :: else -> skip
          fi;
          checkAll(); ENDSTEP } }
-#ifdef LONG
-  :: atomic { now < H && leasedMode -> PICKR(cI); d_step { leaseRelease(); printf("MSC: r%d lease release\n", cI); checkAll(); ENDSTEP } }
-#endif
-  :: atomic { now < H && losses < MAXLOSS -> PICKR(cI); d_step { stateLoss(); printf("MSC: r%d loses its Redis state\n", cI); checkAll(); ENDSTEP } }
-#ifndef NO_POLICY
-  :: d_step { now < H && !polIssued -> polIssued = 1; printf("MSC: policy change issued\n") }
-  :: atomic { now < H -> PICKR(cI); d_step { policyApply(); printf("MSC: r%d applies policy pv=%d\n", cI, pv[cI]); checkAll(); ENDSTEP } }
-  :: atomic { now < H -> PICKR(cI); d_step { policyGrow(); printf("MSC: r%d grows policy pv=%d\n", cI, pv[cI]); checkAll(); ENDSTEP } }
-#endif
-  :: now == H -> break
+  :: atomic { mk != 0 ->         /* the message in flight arrives */
+       d_step {
+         if
+         :: mk == 1 -> cI = mf; cK = mt; hx = mu; hd = md; merge(); printf("MSC: r%d merges the loan of r%d in flight\n", cK, cI)
+         :: else -> cI = mt; cK = mf; hseq = md; returnReceived(); printf("MSC: r%d receives the return in flight\n", cI)
+         fi;
+         checkAll() };
+       if   /* delivered once, or kept to be delivered again (duplicate, late copy) */
+       :: d_step { mk = 0; mf = 0; mt = 0; mu = 0; md = 0 }
+       :: skip
+       fi;
+       ENDSTEP }
+  :: d_step { mk != 0 -> mk = 0; mf = 0; mt = 0; mu = 0; md = 0; printf("MSC: the message in flight is lost\n") }
+  :: atomic { PICKR(cI, CANLEASE); cU = (PL(P_LEASE_LONG) -> D + 3 * EPS : D);
+       d_step { leaseAcquire(); printf("MSC: r%d client leases %d units for %d ticks\n", cI, cl[cI], cU); checkAll(); ENDSTEP } }
+  :: atomic { PICKR(cI, CANSPEND);    /* the client spends its lease */
+       d_step {
+         hx = cl[cI]; cl[cI] = 0; printf("MSC: r%d client spends %d units\n", cI, hx); admitted(hx);
+         if :: lg[cI] == 0 -> le[cI] = 0 :: else -> skip fi;
+         checkAll(); ENDSTEP } }
+  :: atomic { fLoss -> PICKR(cI, ANY); d_step { stateLoss(); printf("MSC: r%d loses its Redis state\n", cI); checkAll(); ENDSTEP } }
+  :: d_step { fPolicy && !polIssued -> polIssued = 1; printf("MSC: policy change issued\n") }
+  :: atomic { PICKR(cI, PV0);
+       d_step { policyApply(); printf("MSC: r%d applies the new policy (pv %d)\n", cI, pv[cI]);
+         /* growth waits until the loans granted from an old, larger base lapsed */
+         if :: gw == 0 && ALLAPPLIED -> gw = (PL(P_GROW_BEFORE_LAPSE) -> 1 : D + 2 * EPS + 1) :: else -> skip fi;
+         checkAll(); ENDSTEP } }
+  :: atomic { PICKR(cI, PV1);
+       d_step { presettle(cI); pv[cI] = 2; postsettle(cI); printf("MSC: r%d grows to the new policy\n", cI);
+         checkAll(); ENDSTEP } }
   od
 }
