@@ -83,6 +83,12 @@ describe("packed tarballs install into an empty directory and work", () => {
     expect(Object.keys(cli.dependencies)).not.toContain("tsx");
   });
 
+  it("the CLI installs without the test kit (its process spawners come from @geoquota/procs)", () => {
+    const installed = readdirSync(join(consumer, "node_modules", ".pnpm"));
+    expect(installed.some((d) => d.startsWith("@geoquota+procs@"))).toBe(true);
+    expect(installed.filter((d) => d.startsWith("@geoquota+testkit@"))).toEqual([]);
+  });
+
   it("the library decides checks on a real Redis", async () => {
     writeFileSync(
       join(consumer, "check.mjs"),

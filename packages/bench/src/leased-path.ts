@@ -3,7 +3,7 @@
 // rate-limiter-flexible's RateLimiterMemory, alternating runs, 1,000 keys.
 // Redis ops per decision come from INFO commandstats on the store's Redis.
 import { createRedisStore, initFreshRegion, LeasePool } from "@geoquota/limiter";
-import type { RedisServer } from "@geoquota/testkit";
+import type { RedisServer } from "@geoquota/procs";
 import { RateLimiterMemory } from "rate-limiter-flexible";
 import { median } from "./closed-loop.js";
 import { Histogram } from "./histogram.js";

@@ -8,7 +8,7 @@ import {
   type KeyPolicy,
   keyNames,
 } from "@geoquota/limiter";
-import type { RedisServer } from "@geoquota/testkit";
+import type { RedisServer } from "@geoquota/procs";
 import type { Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";
 import { BENCH_REGION, TIMING } from "./policies.js";

@@ -18,7 +18,7 @@ import {
   startToxiproxy,
   type ToxiproxyServer,
   waitFor,
-} from "@geoquota/testkit";
+} from "@geoquota/procs";
 import { dialPairs, gossipProxiesOf, gossipProxyName, redisProxyName, regionIds } from "./ids.js";
 import { setProxiesEnabled } from "./proxies.js";
 
