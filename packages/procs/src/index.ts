@@ -4,7 +4,13 @@
 // (`geoquota cluster`, demo, chaos, bench) and, through the test kit, by tests.
 export { findBinary, repoRoot } from "./binaries.js";
 export { freePort, isLoopback } from "./ports.js";
-export { livePids, type ManagedProcess, spawnManaged, stopAll } from "./processes.js";
+export {
+  livePids,
+  type ManagedProcess,
+  type SpawnOptions,
+  spawnManaged,
+  stopAll,
+} from "./processes.js";
 export {
   type RedisServer,
   type StartRedisOptions,
