@@ -3,7 +3,7 @@
 // on free loopback ports, tracked and stopped even on Ctrl-C. Used by the CLI
 // (`geoquota cluster`, demo, chaos, bench) and, through the test kit, by tests.
 export { findBinary, repoRoot } from "./binaries.js";
-export { freePort, isLoopback } from "./ports.js";
+export { freePort, freePorts, isLoopback } from "./ports.js";
 export {
   livePids,
   type ManagedProcess,

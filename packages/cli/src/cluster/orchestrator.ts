@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url";
 import { loadPolicies } from "@geoquota/config";
 import { initFreshRegion } from "@geoquota/limiter";
 import {
-  freePort,
+  freePorts,
   type ManagedProcess,
   type RedisServer,
   repoRoot,
@@ -172,14 +172,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         c.disconnect();
       }),
     );
-    // Picked once the servers hold theirs (the services do not retry on a race).
-    const ports = await Promise.all(
-      ids.map(async () => ({
-        http: await freePort(),
-        gossip: await freePort(),
-        gossipHttp: await freePort(),
-      })),
-    );
+    // Picked once the servers hold theirs, all distinct (the services do not
+    // retry on a race).
+    const picked = await freePorts(3 * ids.length);
+    const ports = ids.map((_, i) => ({
+      http: picked[3 * i]!,
+      gossip: picked[3 * i + 1]!,
+      gossipHttp: picked[3 * i + 2]!,
+    }));
     const gossipEndpoint = new Map<string, string>();
     for (const [i, id] of ids.entries()) gossipEndpoint.set(id, `127.0.0.1:${ports[i]!.gossip}`);
     // What each region dials for each peer, and the Redis URL its limiter uses.
