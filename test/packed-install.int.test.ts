@@ -3,7 +3,7 @@
 //   - the limiter library, imported by a plain ESM script, serves checks
 //     against a real redis-server (Lua loaded from inside the tarball);
 //   - the CLI's `geoquota region --config F` from the installed bin (built JS,
-//     no tsx) answers POST /v1/check.
+//     bundled per command, no tsx) answers POST /v1/check.
 // Needs the build (scripts/build.sh, run by the README's test command first).
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -81,6 +81,16 @@ describe("packed tarballs install into an empty directory and work", () => {
       readFileSync(join(consumer, "node_modules", "@geoquota", "cli", "package.json"), "utf8"),
     );
     expect(Object.keys(cli.dependencies)).not.toContain("tsx");
+    // The bin runs the bundled commands (scripts/bundle.mjs), as in the repository.
+    const bundle = join(consumer, "node_modules", "@geoquota", "cli", "dist", "bundle");
+    for (const f of ["main.js", "commands/region.js", "commands/gossip.js", "commands/cluster.js"])
+      expect(existsSync(join(bundle, f))).toBe(true);
+  });
+
+  it("the CLI installs without the test kit (its process spawners come from @geoquota/procs)", () => {
+    const installed = readdirSync(join(consumer, "node_modules", ".pnpm"));
+    expect(installed.some((d) => d.startsWith("@geoquota+procs@"))).toBe(true);
+    expect(installed.filter((d) => d.startsWith("@geoquota+testkit@"))).toEqual([]);
   });
 
   it("the library decides checks on a real Redis", async () => {

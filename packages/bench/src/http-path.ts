@@ -6,7 +6,7 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { parsePolicies, parseRegionConfig } from "@geoquota/config";
 import { buildApp, createRedisStore, initFreshRegion } from "@geoquota/limiter";
-import type { RedisServer } from "@geoquota/testkit";
+import type { RedisServer } from "@geoquota/procs";
 import { bindCeiling } from "./ceiling.js";
 import { BENCH_REGION, KEYS, TIMING } from "./policies.js";
 import type { Budget } from "./types.js";

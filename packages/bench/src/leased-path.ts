@@ -4,7 +4,7 @@
 // Redis ops per decision come from INFO commandstats on the store's Redis.
 import { createRedisStore, initFreshRegion } from "@geoquota/limiter";
 import { LeasePool } from "@geoquota/limiter/internal";
-import type { RedisServer } from "@geoquota/testkit";
+import type { RedisServer } from "@geoquota/procs";
 import { RateLimiterMemory } from "rate-limiter-flexible";
 import { median } from "./closed-loop.js";
 import { Histogram } from "./histogram.js";

@@ -3,7 +3,7 @@
 // rate-limiter-flexible key on the same Redis.
 import { type Algorithm, createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
 import { keyNames } from "@geoquota/limiter/redis";
-import type { RedisServer } from "@geoquota/testkit";
+import type { RedisServer } from "@geoquota/procs";
 import type { Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";
 import { BENCH_REGION, TIMING } from "./policies.js";

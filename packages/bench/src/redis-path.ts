@@ -2,7 +2,7 @@
 // same Redis at the same concurrency, in alternating runs so drift in the
 // shared machine's load hits all three alike.
 import { createRedisStore, initFreshRegion } from "@geoquota/limiter";
-import type { RedisServer } from "@geoquota/testkit";
+import type { RedisServer } from "@geoquota/procs";
 import { RateLimiterRedis } from "rate-limiter-flexible";
 import { bindCeiling } from "./ceiling.js";
 import { type ClosedLoopResult, median, runClosedLoop } from "./closed-loop.js";

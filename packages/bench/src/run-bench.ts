@@ -3,7 +3,7 @@
 // injected writer and one JSON file.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { startRedis } from "@geoquota/testkit";
+import { startRedis } from "@geoquota/procs";
 import { benchCrdtGossip, type CrdtGossipResult } from "./crdt-gossip.js";
 import { benchHttpPath, type HttpPathResult } from "./http-path.js";
 import { benchLeasedPath, type LeasedPathResult } from "./leased-path.js";

@@ -48,7 +48,11 @@ export function buildProgram(): Command {
     )
     .option("--policies <file>", "policies file (default regions/policies.json)")
     .option("--toxiproxy", "put every gossip link and limiter→Redis link behind a Toxiproxy proxy", false)
-    .option("--json", "print one JSON line describing the cluster when ready", false)
+    .option(
+      "--json",
+      "print one JSON line describing the cluster once every limiter is ready and every gossip daemon up",
+      false,
+    )
     .action(action(() => import("./commands/cluster.js")));
 
   program

@@ -10,6 +10,14 @@ export {
 export { type Clock, type EventId, SimClock } from "./clock.js";
 export { type LatencyUs, latency } from "./latency.js";
 export {
+  type Admission,
+  checkGlobalBound,
+  matchRefunds,
+  type OracleLimit,
+  type OracleVerdict,
+  type Refund,
+} from "./oracle.js";
+export {
   type Handler,
   type LinkConfig,
   type NetworkStats,

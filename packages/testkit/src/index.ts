@@ -1,4 +1,27 @@
-export { findBinary, repoRoot } from "./binaries.js";
+// The test kit: what test files import. The process spawners live in
+// @geoquota/procs (the CLI uses them too) and the global-bound oracle in
+// @geoquota/sim; this package gathers them for tests and is never a
+// dependency of a shipped package.
+export {
+  findBinary,
+  freePort,
+  isLoopback,
+  livePids,
+  type ManagedProcess,
+  type RedisClusterServers,
+  type RedisServer,
+  repoRoot,
+  type StartRedisOptions,
+  spawnManaged,
+  startRedis,
+  startRedisCluster,
+  startRedisServers,
+  startReplica,
+  startToxiproxy,
+  stopAll,
+  type ToxiproxyServer,
+  waitFor,
+} from "@geoquota/procs";
 export {
   type Admission,
   checkGlobalBound,
@@ -6,16 +29,4 @@ export {
   type OracleLimit,
   type OracleVerdict,
   type Refund,
-} from "./oracle.js";
-export { freePort, isLoopback } from "./ports.js";
-export { livePids, type ManagedProcess, spawnManaged, stopAll } from "./processes.js";
-export {
-  type RedisServer,
-  type StartRedisOptions,
-  startRedis,
-  startRedisServers,
-  startReplica,
-} from "./redis.js";
-export { type RedisClusterServers, startRedisCluster } from "./redis-cluster.js";
-export { startToxiproxy, type ToxiproxyServer } from "./toxiproxy.js";
-export { waitFor } from "./wait.js";
+} from "@geoquota/sim";

@@ -1,4 +1,4 @@
-// The checks of a chaos run besides the global bound (which is the testkit's
+// The checks of a chaos run besides the global bound (which is the sim's
 // exact oracle). Pure functions over what the run recorded.
 //
 // Σ shares ≤ U from samples taken at slightly different instants. Each
@@ -16,7 +16,7 @@
 // share and ends D + 2ε after the loss, after every old loan lapsed. So a
 // group sum above U means some real instant had Σ s_i > U. Groups wider than
 // δ (a region slow to answer, or not answering) are skipped and counted.
-import type { Admission } from "@geoquota/testkit";
+import type { Admission } from "@geoquota/sim";
 import type { LinkSample, QuotaSample } from "./sampler.js";
 import { SHARE_UNITS } from "@geoquota/config";
 

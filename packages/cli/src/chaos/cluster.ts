@@ -3,7 +3,7 @@
 // in-process path. Between scenarios: Toxiproxy reset, WAN latency back on,
 // and wait until every limiter is ready and every gossip link is up again.
 import { join } from "node:path";
-import { repoRoot, waitFor } from "@geoquota/testkit";
+import { repoRoot, waitFor } from "@geoquota/procs";
 import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
 import { gossipProxyNames, regionIds } from "../cluster/ids.js";
 import type { Rng } from "./rng.js";

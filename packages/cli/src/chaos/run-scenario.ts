@@ -1,11 +1,11 @@
 // Runs one planned scenario against a running chaos cluster: a fresh tenant,
 // open-loop skewed traffic to every region (the demo's generator), shares and
 // counters sampled every 40 ms, the faults injected and healed on the plan's
-// timeline; then the verdicts: the exact global bound (testkit oracle, whole
+// timeline; then the verdicts: the exact global bound (the sim oracle, whole
 // run and every sub-interval), Σ shares ≤ U, counter convergence after each
 // heal, fail-closed while a limiter's Redis is away. Nothing here prints: the
 // caller formats the result (report.ts).
-import { checkGlobalBound, type OracleVerdict } from "@geoquota/testkit";
+import { checkGlobalBound, type OracleVerdict } from "@geoquota/sim";
 import type { Cluster } from "../cluster/orchestrator.js";
 import { OUTCOME, RequestLog } from "../demo/request-log.js";
 import { realClock } from "../demo/scenarios.js";

@@ -3,7 +3,7 @@
 // each enforce the FULL global limit for the same tenant; the same traffic,
 // the same exact oracle and the same Σ-shares check as the chaos scenarios
 // must report the overshoot (each region holds U, so Σ = N·U).
-import { checkGlobalBound, type OracleVerdict } from "@geoquota/testkit";
+import { checkGlobalBound, type OracleVerdict } from "@geoquota/sim";
 import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
 import { RequestLog } from "../demo/request-log.js";
 import { realClock } from "../demo/scenarios.js";

@@ -2,14 +2,22 @@
 // limiter service process and a gossip daemon process, optionally with every
 // gossip link and every limiter→Redis link behind a real Toxiproxy proxy.
 // Used by `geoquota cluster`, `demo`, `chaos`, `bench` and the integration tests.
+//
+// Start order (what `geoquota cluster --json` waits for before its line):
+// the Redis servers (and Toxiproxy) at once; each Redis marked fresh; then all
+// six node processes at once (the bundled CLI, dist/bundle/); each reports
+// over IPC when it serves (ready.ts) and is then confirmed by one request:
+// limiter /readyz 200 (its Redis answers), gossip daemon /healthz 200.
+// Nothing waits for gossip links: they come up within a round or two.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { get } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadPolicies } from "@geoquota/config";
 import { initFreshRegion } from "@geoquota/limiter";
 import {
-  freePort,
+  freePorts,
   type ManagedProcess,
   type RedisServer,
   repoRoot,
@@ -18,9 +26,10 @@ import {
   startToxiproxy,
   type ToxiproxyServer,
   waitFor,
-} from "@geoquota/testkit";
+} from "@geoquota/procs";
 import { dialPairs, gossipProxiesOf, gossipProxyName, redisProxyName, regionIds } from "./ids.js";
 import { setProxiesEnabled } from "./proxies.js";
+import { READY_IPC_ENV, readySignal } from "./ready.js";
 
 export interface ClusterOptions {
   regions?: number;
@@ -88,18 +97,38 @@ function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>)
   return out;
 }
 
-// Generous: six processes transpile and start at once, and on a loaded
-// 2-core machine that can take most of a minute.
-async function waitHttp(url: string, what: string, proc: ManagedProcess, timeoutMs = 120_000): Promise<void> {
+/** True when GET `url` answers 2xx within a second (node:http: no fetch machinery to load). */
+function httpOk(url: string): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const req = get(url, { timeout: 1000 }, (res) => {
+      res.resume();
+      resolve((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300);
+    });
+    req.once("timeout", () => req.destroy(new Error(`GET ${url}: no answer within 1000 ms`)));
+    req.once("error", reject);
+  });
+}
+
+// Generous: six processes start at once, and on a loaded 2-core machine that
+// can take most of a minute.
+const startTimeoutMs = 120_000;
+
+/**
+ * Waits for a process the orchestrator started to report that it serves
+ * (ready.ts), then for `url` to answer 2xx: the same condition as before the
+ * signal existed, now usually met by the first request instead of by polling.
+ */
+async function waitUp(url: string, what: string, proc: ManagedProcess): Promise<void> {
+  const deadline = Date.now() + startTimeoutMs;
+  await readySignal(proc, what, startTimeoutMs);
   await waitFor(
     what,
     async () => {
       if (proc.child.exitCode !== null)
         throw new Error(`${what}: process exited:\n${proc.output().slice(-2000)}`);
-      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      return res.ok;
+      return await httpOk(url);
     },
-    timeoutMs,
+    Math.max(deadline - Date.now(), 1000),
     50,
   );
 }
@@ -125,8 +154,15 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const redis = await Promise.all(ids.map(() => startRedis()));
-    started.push(...redis);
+    // The Redis servers and Toxiproxy start at once (each retries on a port race).
+    const [redisSettled, toxiSettled] = await Promise.all([
+      Promise.allSettled(ids.map(() => startRedis())),
+      Promise.allSettled(options.toxiproxy ? [startToxiproxy()] : []),
+    ]);
+    for (const r of [...redisSettled, ...toxiSettled]) if (r.status === "fulfilled") started.push(r.value);
+    for (const r of [...redisSettled, ...toxiSettled]) if (r.status === "rejected") throw r.reason;
+    const redis = redisSettled.map((r) => (r as PromiseFulfilledResult<RedisServer>).value);
+    toxi = (toxiSettled[0] as PromiseFulfilledResult<ToxiproxyServer> | undefined)?.value;
     // A brand-new Redis provably never held state, so the region need not
     // start in recovery (see initFreshRegion for why this is safe only here).
     await Promise.all(
@@ -136,21 +172,20 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         c.disconnect();
       }),
     );
-    const ports = await Promise.all(
-      ids.map(async () => ({
-        http: await freePort(),
-        gossip: await freePort(),
-        gossipHttp: await freePort(),
-      })),
-    );
+    // Picked once the servers hold theirs, all distinct (the services do not
+    // retry on a race).
+    const picked = await freePorts(3 * ids.length);
+    const ports = ids.map((_, i) => ({
+      http: picked[3 * i]!,
+      gossip: picked[3 * i + 1]!,
+      gossipHttp: picked[3 * i + 2]!,
+    }));
     const gossipEndpoint = new Map<string, string>();
     for (const [i, id] of ids.entries()) gossipEndpoint.set(id, `127.0.0.1:${ports[i]!.gossip}`);
     // What each region dials for each peer, and the Redis URL its limiter uses.
     const dialTarget = new Map<string, string>(); // `${dialer}>${acceptor}` → host:port
     const redisTarget = new Map<string, string>();
-    if (options.toxiproxy) {
-      toxi = await startToxiproxy();
-      started.push(toxi);
+    if (toxi) {
       for (const [a, b] of dialPairs(ids)) {
         const name = gossipProxyName(a, b);
         const { listen } = await toxi.proxy(name, gossipEndpoint.get(b)!);
@@ -215,17 +250,17 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         gossip: undefined as unknown as ManagedProcess,
       });
     }
-    const env = options.env ?? {};
+    const env = { ...options.env, [READY_IPC_ENV]: "1" };
     const spawnRole = (role: "region" | "gossip", r: ClusterRegion) =>
-      spawnManaged(process.execPath, [binPath, role, "--config", r.configPath], env);
+      spawnManaged(process.execPath, [binPath, role, "--config", r.configPath], env, { ipc: true });
     for (const r of regions) {
       r.limiter = spawnRole("region", r);
       r.gossip = spawnRole("gossip", r);
     }
     await Promise.all(
       regions.flatMap((r) => [
-        waitHttp(`${r.url}/readyz`, `limiter ${r.id} ready`, r.limiter),
-        waitHttp(`${r.gossipUrl}/healthz`, `gossip ${r.id} up`, r.gossip),
+        waitUp(`${r.url}/readyz`, `limiter ${r.id} ready`, r.limiter),
+        waitUp(`${r.gossipUrl}/healthz`, `gossip ${r.id} up`, r.gossip),
       ]),
     );
     const find = (id: string) => {
@@ -246,7 +281,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         throw new Error(`gossip daemon of ${id} is still running`);
       }
       r.gossip = spawnRole("gossip", r);
-      await waitHttp(`${r.gossipUrl}/healthz`, `gossip ${r.id} up`, r.gossip);
+      await waitUp(`${r.gossipUrl}/healthz`, `gossip ${r.id} up`, r.gossip);
     };
     return {
       regions,
@@ -278,7 +313,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
           await r.limiter.exited;
         } else await r.limiter.stop();
         r.limiter = spawnRole("region", r);
-        await waitHttp(`${r.url}/readyz`, `limiter ${r.id} ready`, r.limiter);
+        await waitUp(`${r.url}/readyz`, `limiter ${r.id} ready`, r.limiter);
       },
       stop: stopAll,
     };

@@ -1,7 +1,7 @@
 // `geoquota demo`: the product's main job. Wires the CLI flags and the process
 // (stdout, signals) to runDemo. The first SIGINT/SIGTERM ends the run early
 // (the cluster is stopped and the partial run is still judged and reported);
-// a second one exits at once, and the testkit's exit hook kills what is left.
+// a second one exits at once, and the process tracker's exit hook (@geoquota/procs) kills what is left.
 import { startCluster } from "../cluster/orchestrator.js";
 import { UsageError } from "../errors.js";
 import { runDemo } from "../demo/run-demo.js";
@@ -24,7 +24,7 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
       controller.abort();
     } else process.exit(130);
   };
-  // Installed before the cluster starts, so the testkit defers to this handler.
+  // Installed before the cluster starts, so the process tracker defers to this handler.
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {

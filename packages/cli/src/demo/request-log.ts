@@ -3,7 +3,7 @@
 // outcome, cost. Columnar typed arrays so 10⁵ records stay a few MB. The log
 // is bounded; when it is full the traffic generator stops sending, because an
 // unrecorded admission would blind the oracle.
-import type { Admission } from "@geoquota/testkit";
+import type { Admission } from "@geoquota/sim";
 
 export const OUTCOME = { allowed: 1, denied: 2, error: 3 } as const;
 export type Outcome = (typeof OUTCOME)[keyof typeof OUTCOME];

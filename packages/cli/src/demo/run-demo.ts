@@ -8,7 +8,8 @@
 // the tenant's streamed bytes get their own exact verdict.
 import { join } from "node:path";
 import { loadPolicies, lookupPolicy } from "@geoquota/config";
-import { checkGlobalBound, type OracleVerdict, repoRoot } from "@geoquota/testkit";
+import { repoRoot } from "@geoquota/procs";
+import { checkGlobalBound, type OracleVerdict } from "@geoquota/sim";
 import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
 import { flushRegion, recoveryEnd } from "./faults.js";
 import { type LiveState, type LiveStream, renderLine, ttyFrame } from "./live-view.js";

@@ -1,7 +1,7 @@
 // The end-of-run verdicts, as text: the global bound (DESIGN §8, checked by the
-// testkit oracle over the whole run and every sub-interval) and the
+// sim oracle over the whole run and every sub-interval) and the
 // utilization while demand is concentrated in one region (DESIGN G2).
-import type { OracleVerdict } from "@geoquota/testkit";
+import type { OracleVerdict } from "@geoquota/sim";
 import { OUTCOME, type RequestLog } from "./request-log.js";
 
 /** Bounds are printed rounded down: a printed "X ≤ Y" is then true whenever the exact check held. */

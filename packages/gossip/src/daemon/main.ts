@@ -253,8 +253,11 @@ export async function startGossip(
   };
 }
 
-/** The process entry: runs until SIGINT/SIGTERM. */
-export async function runGossip(configPath: string): Promise<void> {
+/**
+ * The process entry: runs until SIGINT/SIGTERM. `onStarted` runs once the
+ * daemon serves (its HTTP server listens), e.g. to report readiness.
+ */
+export async function runGossip(configPath: string, options: { onStarted?: () => void } = {}): Promise<void> {
   const config = loadRegionConfig(configPath);
   const log = pino({ name: `gossip:${config.region}`, level: logLevelOf(config.logLevel, process.env) });
   const http = config.gossip.http;
@@ -263,6 +266,7 @@ export async function runGossip(configPath: string): Promise<void> {
     ...(http ? { httpPort: http.port, httpHost: http.host } : {}),
   });
   log.info({ port: running.mesh.port(), http: running.httpPort }, "gossip daemon started");
+  options.onStarted?.();
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);

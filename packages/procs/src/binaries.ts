@@ -2,7 +2,7 @@ import { accessSync, constants } from "node:fs";
 import { delimiter, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-/** Repo root, found from this file's location (packages/testkit/src). */
+/** Repo root, found from this file's location (packages/procs/src or dist). */
 export const repoRoot = resolve(fileURLToPath(new URL(".", import.meta.url)), "../../..");
 
 function executable(path: string): boolean {

@@ -49,15 +49,24 @@ export interface ManagedProcess {
 
 const outputBytesMax = 64 * 1024;
 
+export interface SpawnOptions {
+  /**
+   * Open a Node IPC channel to the child (`child.on("message")`), for a node
+   * process that reports its own readiness instead of being polled.
+   */
+  readonly ipc?: boolean;
+}
+
 /** Spawns a long-running server process and tracks it for cleanup. */
 export function spawnManaged(
   command: string,
   args: readonly string[],
   env: Readonly<Record<string, string>> = {},
+  options: SpawnOptions = {},
 ): ManagedProcess {
   installHooks();
   const child = spawn(command, [...args], {
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: options.ipc ? ["ignore", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe"],
     env: { ...process.env, ...env },
   });
   let out = "";
