@@ -7,29 +7,13 @@
 // docs/architecture.md and is removed when the departure is fixed.
 
 /** Workspace packages that import no other workspace package (the ground floor). */
-const LEAF_PACKAGES = ["crdt", "sim", "lease"];
+const LEAF_PACKAGES = ["crdt", "sim", "lease", "procs"];
 
 /**
  * Known departures (docs/architecture.md "Known departures"). Paths are
  * regular expressions on the importing file.
  */
 const TEMPORARY_EXCEPTIONS = {
-  // The CLI starts local clusters with the test kit's process spawners
-  // (startRedis, startToxiproxy, spawnProcess, repoRoot, waitFor). Goes away
-  // when the spawners move to their own package (@geoquota/procs; issue 13
-  // item 5, being done in parallel with this check).
-  cliSpawnsWithTestkit: "^packages/cli/src/(cluster/orchestrator|chaos/cluster)\\.ts$",
-  // The CLI's demo and chaos runs judge their own records with the test kit's
-  // G1 oracle (checkGlobalBound, Admission, OracleVerdict); some of these files
-  // use the spawners too. Goes away when the oracle moves out of the test kit
-  // (issue 13 item 5: "packages/sim: the one PRNG and the one oracle").
-  cliUsesTestkitOracle:
-    "^packages/cli/src/(chaos/(run-scenario|unsafe|checks)|demo/(run-demo|request-log|summary))\\.ts$",
-  // The benchmark harness starts its own redis-server with the test kit
-  // (startRedis, the RedisServer type). The bench is a measuring tool run by
-  // the CLI (`geoquota bench`), not a test helper: a departure too, fixed by
-  // the same spawner move.
-  benchSpawnsWithTestkit: "^packages/bench/src/(run-bench|http-path|leased-path|memory|redis-path)\\.ts$",
   // A stream test starts a whole cluster through the CLI, which depends on
   // the stream package: a hidden workspace cycle (issue 13).
   streamTestImportsCli: "^packages/stream/test/cluster\\.int\\.test\\.ts$",
@@ -51,7 +35,7 @@ module.exports = {
       name: "leaf-packages-import-nothing-of-ours",
       severity: "error",
       comment:
-        "crdt (pure data and functions), sim (PRNG, clock, network) and lease (the ground floor: shared vocabulary and the pure model) import no other workspace package.",
+        "crdt (pure data and functions), sim (PRNG, clock, network, the G1 oracle), lease (the ground floor: shared vocabulary and the pure model) and procs (process spawners) import no other workspace package.",
       from: { path: `^packages/(${LEAF_PACKAGES.join("|")})/src/` },
       to: { path: "^(packages/([^/]+)/|@geoquota/)", pathNot: ["^packages/$1/"] },
     },
@@ -70,11 +54,11 @@ module.exports = {
       name: "testkit-imports-only-spawners",
       severity: "error",
       comment:
-        "The test kit imports no other workspace package, except the process spawners' own package (@geoquota/procs, being split out of it in parallel; it may build on it).",
+        "The test kit imports no other workspace package except what it re-exports for tests: the process spawners (@geoquota/procs) and the simulation kit with the G1 oracle (@geoquota/sim).",
       from: { path: "^packages/testkit/src/" },
       to: {
         path: "^(packages/([^/]+)/|@geoquota/)",
-        pathNot: ["^packages/(testkit|procs)/", "^@geoquota/procs$"],
+        pathNot: ["^packages/(testkit|procs|sim)/", "^@geoquota/(procs|sim)$"],
       },
     },
     {
@@ -110,15 +94,10 @@ module.exports = {
       name: "no-testkit-in-package-sources",
       severity: "error",
       comment:
-        "The test kit is for tests only: nothing under packages/*/src imports it (the test kit itself excepted; temporary exceptions listed in TEMPORARY_EXCEPTIONS).",
+        "The test kit is for tests only: nothing under packages/*/src imports it (the test kit itself excepted).",
       from: {
         path: "^packages/[^/]+/src/",
-        pathNot: [
-          "^packages/testkit/",
-          TEMPORARY_EXCEPTIONS.cliSpawnsWithTestkit,
-          TEMPORARY_EXCEPTIONS.cliUsesTestkitOracle,
-          TEMPORARY_EXCEPTIONS.benchSpawnsWithTestkit,
-        ],
+        pathNot: ["^packages/testkit/"],
       },
       to: { path: ourPackage(["testkit"]) },
     },
