@@ -12,7 +12,6 @@
 import { isLongMode, runSeedsAsync } from "@geoquota/sim";
 import { describe, expect, it } from "vitest";
 import {
-  bruteForceExcess,
   DEFAULT_MODEL_OPTIONS,
   DEFAULT_SEED_KINDS,
   type FaultOptions,
@@ -21,7 +20,6 @@ import {
   runSeedKind,
   scenarioFor,
   seedCountOf,
-  WindowOracle,
 } from "../src/model/index.js";
 
 const LONG = isLongMode();
@@ -34,28 +32,6 @@ function mustPass(r: ModelResult): void {
   if (!r.ok)
     throw new Error(`${r.failure ?? `seed ${r.seed} failed`}\n  replay: GQ_SEED=${r.seed} ${REPLAY}`);
 }
-
-describe("the exact G1 oracle", () => {
-  it("agrees with brute force over all windows", () => {
-    let x = 7;
-    const next = (m: number): number => {
-      x = (x * 1103515245 + 12345) % 2147483648;
-      return x % m;
-    };
-    for (let trial = 0; trial < 200; trial++) {
-      const adm: { atUs: number; cost: number }[] = [];
-      let t = 0;
-      for (let i = 0; i < 40; i++) {
-        t += next(3) === 0 ? 0 : next(200_000);
-        adm.push({ atUs: t, cost: 1 + next(3) });
-      }
-      const o = new WindowOracle(5, 10);
-      for (const a of adm) o.admit(a.atUs, a.cost);
-      expect(o.worstExcessScaled).toBe(bruteForceExcess(adm, 5, 10));
-      expect(o.violation === undefined).toBe(bruteForceExcess(adm, 5, 10) <= 0);
-    }
-  });
-});
 
 const TOTAL = DEFAULT_SEED_KINDS.reduce((a, k) => a + seedCountOf(k), 0);
 

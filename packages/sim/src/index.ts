@@ -17,6 +17,7 @@ export {
   type OracleVerdict,
   type Refund,
 } from "./oracle.js";
+export { bruteForceExcess, WindowOracle } from "./window-oracle.js";
 export {
   type Handler,
   type LinkConfig,

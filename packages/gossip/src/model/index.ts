@@ -11,7 +11,6 @@ export {
   seedCountOf,
   shortScenarioFor,
 } from "./mix.js";
-export { bruteForceExcess, WindowOracle } from "./oracle.js";
 export { ModelRedis } from "./region.js";
 export { runModel } from "./run.js";
 export { DEFAULT_MODEL_OPTIONS, scenarioFor } from "./scenario.js";

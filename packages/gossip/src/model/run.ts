@@ -20,11 +20,10 @@
 // queue before the next event, so a seed replays exactly.
 import { capacityOf, type KeyLimit, type Timing } from "@geoquota/lease";
 import type { KeyPolicy } from "@geoquota/limiter";
-import { Rng, SimClock, SimNetwork } from "@geoquota/sim";
+import { Rng, SimClock, SimNetwork, WindowOracle } from "@geoquota/sim";
 import { type DaemonTimers, GossipDaemon } from "../daemon/daemon.js";
 import type { DaemonStore } from "../daemon/store-port.js";
 import { type RegionQuota, U } from "../policy/index.js";
-import { WindowOracle } from "./oracle.js";
 import { ModelRedis } from "./region.js";
 import { createModelDaemonStore, keyLimitOf, MODEL_RESOURCE, MODEL_TENANT } from "./store.js";
 import type { ModelOptions, ModelResult } from "./types.js";

@@ -1,4 +1,6 @@
-// The exact G1 oracle: over every interval [t_i, t_j] between admission
+// The exact G1 oracle of a simulation (admission instants known exactly,
+// unlike the outside oracle in oracle.ts, which judges client records whose
+// decision instant lies somewhere between send and answer): over every interval [t_i, t_j] between admission
 // instants, Σ cost admitted in it ≤ C + r·(t_j − t_i). Checked incrementally
 // at each admission in O(1): with A_j the running total including j,
 //   A_j − A_{i−1} ≤ C + r·(t_j − t_i)
