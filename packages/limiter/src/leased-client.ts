@@ -11,13 +11,20 @@
 // lease that reaches its end before another acquire is simply forgotten (the
 // bucket counts an expired lease as used, which it is). Only a lease that ends
 // with tokens left is released on its own, so they go back to the bucket.
+//
+// The stream package's per-(tenant, resource) leases use this client too, with
+// the options byte-sized costs need: partial takes (`takeUpTo`: a 64 KiB frame
+// is paid from several small batches), `releaseWhenSpent` (a used-up lease is
+// released at once: held to expiry, its tokens stay counted against the
+// bucket's capacity and cap a stream near C_slice per lease duration whatever
+// the refill rate), and `pacingMs` (after a short grant the next acquire waits,
+// so a throttled stream costs ~20 Redis calls/s, not one per round-trip).
 import { type MonotonicClock, monotonicNow } from "./clock.js";
 import type { KeyPolicy, Lease, RegionStore } from "./types.js";
 
-/** A store that releases finished leases and acquires the next in one call (RedisRegionStore). */
 /**
  * How long a granted lease may be spent (trap 6, DESIGN §7), for every
- * in-process lessee (this client, the stream package's LeaseBucket): from the
+ * in-process lessee (this client, also as the stream package's leases): from the
  * instant the acquire was SENT (never its receipt: the store's clock started
  * before the reply arrived), for the shorter of the asked and the granted
  * duration (the script caps it at D and before a borrowed loan's
@@ -35,6 +42,7 @@ export function leaseWindow(
   return { usableUntilMs: sentAtMs + grantedMs - marginMs, goneAtStoreMs: nowMs + grantedMs };
 }
 
+/** A store that releases finished leases and acquires the next in one call (RedisRegionStore). */
 export interface LeaseRenewingStore {
   renewLease(
     policy: KeyPolicy,
@@ -62,6 +70,17 @@ export interface LeasedClientOptions {
   readonly marginMs?: number;
   /** After a grant of 0 tokens or a failed acquire, wait this long before asking again (default 100 ms). */
   readonly retryBackoffMs?: number;
+  /**
+   * Release a lease as soon as it is used up (one `releaseLease` call of its
+   * own; acquires never carry releases then), instead of keeping it until it
+   * expires (default false).
+   */
+  readonly releaseWhenSpent?: boolean;
+  /**
+   * After a grant smaller than `batch` (0 included), wait this long before the
+   * next acquire (default: no pacing; only a grant of 0 waits `retryBackoffMs`).
+   */
+  readonly pacingMs?: number;
   readonly clock?: MonotonicClock;
   /** Called with background failures (acquire/release); never thrown. */
   readonly onError?: (err: unknown) => void;
@@ -87,6 +106,10 @@ export class LeasedClient {
   private readonly finished: HeldLease[] = [];
   private readonly renewer: (RegionStore & LeaseRenewingStore) | undefined;
   private inflight: Promise<void> | undefined;
+  /** Resolved when the acquire in flight lands (nextLanding). */
+  private landed: { promise: Promise<void>; resolve: () => void } | undefined;
+  /** Releases not yet answered: close() waits for them. */
+  private readonly releasing = new Set<Promise<void>>();
   private closed = false;
   private nextAcquireAtMs = 0;
   private readonly batch: number;
@@ -94,6 +117,8 @@ export class LeasedClient {
   private readonly durationMs: number;
   private readonly marginMs: number;
   private readonly retryBackoffMs: number;
+  private readonly releaseWhenSpent: boolean;
+  private readonly pacingMs: number | undefined;
   private readonly clock: MonotonicClock;
   private readonly onError: (err: unknown) => void;
 
@@ -107,10 +132,15 @@ export class LeasedClient {
     this.durationMs = options.durationMs ?? 2000;
     this.marginMs = options.marginMs ?? 100;
     this.retryBackoffMs = options.retryBackoffMs ?? 100;
+    this.releaseWhenSpent = options.releaseWhenSpent ?? false;
+    this.pacingMs = options.pacingMs;
     this.clock = options.clock ?? monotonicNow;
     this.onError = options.onError ?? (() => {});
+    if (!Number.isInteger(this.batch) || this.batch < 1 || this.batch > 1_000_000)
+      throw new RangeError("batch in [1, 1e6]");
     if (!(this.marginMs < this.durationMs)) throw new RangeError("marginMs must be < durationMs");
-    this.renewer = canRenew(store) ? store : undefined;
+    // A lease released when spent is reported on its own: nothing rides with an acquire.
+    this.renewer = canRenew(store) && !this.releaseWhenSpent ? store : undefined;
   }
 
   /** Tokens usable right now (expired leases excluded). */
@@ -145,12 +175,50 @@ export class LeasedClient {
       }
       total -= cost;
       ok = true;
-      if (this.renewer !== undefined) this.retireUsedUp();
+      this.retireUsedUp();
     }
     if (total <= this.lowWater) this.prefetch(now);
     // Tokens left in a lease that just ended and did not ride with a prefetch go back now.
     if (this.finished.length > 0) this.flushReturnable(now);
     return ok;
+  }
+
+  /**
+   * Takes up to `want` whole tokens from held leases (oldest first) and
+   * returns how many; never waits. Prefetches like `tryTake` when the rest
+   * falls to the low-water mark.
+   */
+  takeUpTo(want: number): number {
+    const now = this.clock();
+    this.dropExpired(now);
+    let need = Math.max(0, Math.floor(want));
+    let taken = 0;
+    for (let i = 0; i < this.leases.length && need > 0; i++) {
+      const l = this.leases[i]!;
+      const take = Math.min(need, l.granted - l.used);
+      l.used += take;
+      need -= take;
+      taken += take;
+    }
+    if (taken > 0) this.retireUsedUp();
+    let rest = 0;
+    for (const l of this.leases) rest += l.granted - l.used;
+    if (rest <= this.lowWater) this.prefetch(now);
+    if (this.finished.length > 0) this.flushReturnable(now);
+    return taken;
+  }
+
+  /** Resolves when the next acquire lands (or at close); never earlier. */
+  nextLanding(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    if (this.landed === undefined) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => {
+        resolve = r;
+      });
+      this.landed = { promise, resolve };
+    }
+    return this.landed.promise;
   }
 
   private flushReturnable(now: number): void {
@@ -163,10 +231,17 @@ export class LeasedClient {
     }
   }
 
-  /** Moves used-up leases to `finished` (renewing stores): reported with the next acquire. */
+  /**
+   * Used-up leases at the front: released at once (`releaseWhenSpent`), or
+   * moved to `finished` to ride with the next acquire (renewing stores), or
+   * else kept until they expire.
+   */
   private retireUsedUp(): void {
+    if (!this.releaseWhenSpent && this.renewer === undefined) return;
     while (this.leases.length > 0 && this.leases[0]!.used >= this.leases[0]!.granted) {
-      this.finished.push(this.leases.shift()!);
+      const l = this.leases.shift()!;
+      if (this.releaseWhenSpent) this.release(l);
+      else this.finished.push(l);
     }
   }
 
@@ -199,10 +274,10 @@ export class LeasedClient {
     this.inflight = request
       .then(
         (lease) => {
-          if (lease.granted <= 0) {
-            this.nextAcquireAtMs = this.clock() + this.retryBackoffMs;
-            return;
-          }
+          if (this.pacingMs !== undefined && lease.granted < this.batch) {
+            this.nextAcquireAtMs = this.clock() + this.pacingMs;
+          } else if (lease.granted <= 0) this.nextAcquireAtMs = this.clock() + this.retryBackoffMs;
+          if (lease.granted <= 0) return;
           // The store may grant less time than asked; never use more than it reserves.
           const held: HeldLease = {
             leaseId: lease.leaseId,
@@ -224,6 +299,9 @@ export class LeasedClient {
       )
       .finally(() => {
         this.inflight = undefined;
+        const landed = this.landed;
+        this.landed = undefined;
+        landed?.resolve();
       });
   }
 
@@ -260,18 +338,25 @@ export class LeasedClient {
   }
 
   private release(l: HeldLease): Promise<void> {
-    return this.store.releaseLease(this.policy, l.leaseId, l.used).catch(this.onError);
+    const p: Promise<void> = this.store
+      .releaseLease(this.policy, l.leaseId, l.used)
+      .catch(this.onError)
+      .finally(() => this.releasing.delete(p));
+    this.releasing.add(p);
+    return p;
   }
 
-  /** Stops serving, reports used and returns unused tokens of every held lease. */
+  /** Stops serving, reports used and returns unused tokens of every held lease; waits for every release sent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     if (this.inflight !== undefined) await this.inflight;
+    this.landed?.resolve();
     const all = [...this.finished.splice(0), ...this.leases.splice(0)];
     const renewer = this.renewer;
     if (renewer === undefined) {
-      await Promise.all(all.map((l) => this.release(l)));
+      for (const l of all) this.release(l);
+      await Promise.all([...this.releasing]);
       return;
     }
     // Only a lease with tokens left needs the call (used-up ones ride along, freeing their
@@ -279,8 +364,11 @@ export class LeasedClient {
     // call per MAX_CARRIED_RELEASES leases.
     const now = this.clock();
     const held = all.filter((l) => now < l.goneAtStoreMs);
-    if (!held.some((l) => l.used < l.granted)) return;
-    const calls: Promise<unknown>[] = [];
+    if (!held.some((l) => l.used < l.granted)) {
+      await Promise.all([...this.releasing]);
+      return;
+    }
+    const calls: Promise<unknown>[] = [...this.releasing];
     for (let i = 0; i < held.length; i += MAX_CARRIED_RELEASES) {
       const part = held.slice(i, i + MAX_CARRIED_RELEASES);
       calls.push(renewer.renewLease(this.policy, part, 0, this.durationMs).catch(this.onError));

@@ -24,11 +24,11 @@ export {
   rawByteLength,
 } from "./metered-connection.js";
 export { createStreamMetrics, type StreamMetrics } from "./metrics.js";
-export { LeaseBucket, type LeaseBucketOptions } from "./lease-bucket.js";
 export {
   type AttachOptions,
   type AttachResult,
   DEFAULT_RESOURCES,
+  STREAM_LEASE_MODE,
   StreamLimiter,
   type StreamLimiterOptions,
   type StreamResources,

@@ -3,7 +3,7 @@
 // resources, leased in-process from this region's bucket) behind a
 // per-connection cap. See README.md for the mechanism and its bounds.
 import { type PolicySet, quotaKey, resolvePolicy } from "@geoquota/config";
-import type { KeyPolicy, RegionStore } from "@geoquota/limiter";
+import { type KeyPolicy, LeasedClient, type LeasedClientOptions, type RegionStore } from "@geoquota/limiter";
 import { KEY_MAX_LENGTH, KEY_PATTERN, type MonotonicClock, monotonicNow } from "@geoquota/limiter/internal";
 import { Registry } from "prom-client";
 import type { WebSocket } from "ws";
@@ -15,8 +15,18 @@ import {
   MeteredConnection,
 } from "./metered-connection.js";
 import { createStreamMetrics, type StreamMetrics } from "./metrics.js";
-import { LeaseBucket } from "./lease-bucket.js";
 import { type LeaseSizing, leaseSizing, type TenantQuota, TenantQuotas } from "./tenant-quota.js";
+
+/**
+ * How streams run the limiter's `LeasedClient`: byte costs are paid partially
+ * (`takeUpTo`), a used-up lease is released at once (held to expiry, its tokens
+ * stay counted against the bucket and cap a stream near C_slice per lease
+ * duration), and after a short grant the next acquire waits 50 ms.
+ */
+export const STREAM_LEASE_MODE = {
+  releaseWhenSpent: true,
+  pacingMs: 50,
+} as const satisfies LeasedClientOptions;
 
 /** Resource names the limiter meters (policies are looked up under these). */
 export interface StreamResources {
@@ -137,7 +147,8 @@ export class StreamLimiter {
     const lease = this.options.lease ?? {};
     const bucket = (resource: string, sizing: LeaseSizing | undefined) => {
       const policy = this.policy(tenant, resource);
-      return new LeaseBucket(this.store, policy, {
+      return new LeasedClient(this.store, policy, {
+        ...STREAM_LEASE_MODE,
         ...leaseSizing(policy, sizing),
         ...(lease.durationMs !== undefined ? { durationMs: lease.durationMs } : {}),
         ...(lease.marginMs !== undefined ? { marginMs: lease.marginMs } : {}),

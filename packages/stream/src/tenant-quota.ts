@@ -1,9 +1,8 @@
-// The tenant's share of its global quota in this process: one lease bucket
+// The tenant's share of its global quota in this process: one leased client
 // per stream resource (bytes, frames), shared by all of the tenant's
 // connections here, so they draw on one regional bucket each (DESIGN §7's
 // leased path) and together obey the tenant's global bound.
-import type { KeyPolicy } from "@geoquota/limiter";
-import type { LeaseBucket } from "./lease-bucket.js";
+import type { KeyPolicy, LeasedClient } from "@geoquota/limiter";
 
 /** Lease sizing for one resource; defaults derive from the region's slice (see `leaseSizing`). */
 export interface LeaseSizing {
@@ -16,7 +15,7 @@ export interface LeaseSizing {
  * a quarter of the slice's capacity (leased tokens idle in this process count
  * against the bucket, so big batches starve other processes of burst), at
  * least 1. Byte costs are far larger than a batch may be: frames pay in
- * several takes (see `LeaseBucket.takeUpTo`), so a batch needs no relation to
+ * several takes (see `LeasedClient.takeUpTo`), so a batch needs no relation to
  * the largest frame.
  */
 export function leaseSizing(
@@ -34,8 +33,8 @@ export function leaseSizing(
 
 export interface TenantQuota {
   readonly tenant: string;
-  readonly bytes: LeaseBucket;
-  readonly frames: LeaseBucket;
+  readonly bytes: LeasedClient;
+  readonly frames: LeasedClient;
 }
 
 interface Entry {

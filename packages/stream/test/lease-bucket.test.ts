@@ -1,8 +1,9 @@
-// LeaseBucket on an injected clock: partial takes across leases, early release
-// of a used-up lease, pacing after short grants, timing from the send.
-import type { KeyPolicy } from "@geoquota/limiter";
+// The limiter's LeasedClient as streams run it (STREAM_LEASE_MODE), on an
+// injected clock: partial takes across leases, early release of a used-up
+// lease, pacing after short grants, timing from the send.
+import { type KeyPolicy, LeasedClient, type LeasedClientOptions, type RegionStore } from "@geoquota/limiter";
 import { describe, expect, it } from "vitest";
-import { LeaseBucket, LocalBucket, leaseSizing } from "../src/index.js";
+import { LocalBucket, leaseSizing, STREAM_LEASE_MODE } from "../src/index.js";
 import { FakeStore } from "./fake-store.js";
 
 const policy = (capacity: number, refillPerSecond: number, baseShare = 1_000_000): KeyPolicy => ({
@@ -15,11 +16,15 @@ const policy = (capacity: number, refillPerSecond: number, baseShare = 1_000_000
 
 const flush = () => new Promise((r) => setImmediate(r));
 
-describe("LeaseBucket", () => {
+/** The client the stream limiter builds for one (tenant, resource). */
+const streamLeases = (store: RegionStore, p: KeyPolicy, o: LeasedClientOptions) =>
+  new LeasedClient(store, p, { ...STREAM_LEASE_MODE, ...o });
+
+describe("LeasedClient in stream mode", () => {
   it("pays a cost larger than a batch in several takes, oldest lease first", async () => {
     const now = 0;
     const store = new FakeStore(() => now);
-    const b = new LeaseBucket(store, policy(10_000, 1000), { batch: 100, lowWater: 50, clock: () => now });
+    const b = streamLeases(store, policy(10_000, 1000), { batch: 100, lowWater: 50, clock: () => now });
     expect(b.takeUpTo(250)).toBe(0); // nothing held yet; starts an acquire
     await flush();
     expect(b.takeUpTo(250)).toBe(100);
@@ -32,7 +37,7 @@ describe("LeaseBucket", () => {
   it("releases a lease as soon as it is used up (its capacity returns at once)", async () => {
     const now = 0;
     const store = new FakeStore(() => now);
-    const b = new LeaseBucket(store, policy(1000, 1000), { batch: 100, lowWater: 0, clock: () => now });
+    const b = streamLeases(store, policy(1000, 1000), { batch: 100, lowWater: 0, clock: () => now });
     b.takeUpTo(1);
     await flush();
     expect(b.takeUpTo(100)).toBe(100);
@@ -43,7 +48,7 @@ describe("LeaseBucket", () => {
   it("after a short grant the next acquire waits pacingMs", async () => {
     let now = 0;
     const store = new FakeStore(() => now);
-    const b = new LeaseBucket(store, policy(10, 100), {
+    const b = streamLeases(store, policy(10, 100), {
       batch: 50,
       lowWater: 0,
       pacingMs: 50,
@@ -67,7 +72,7 @@ describe("LeaseBucket", () => {
   it("a lease is usable until send time + duration − margin, even if the grant arrives late", async () => {
     let now = 0;
     const store = new FakeStore(() => now);
-    const b = new LeaseBucket(store, policy(1000, 1), {
+    const b = streamLeases(store, policy(1000, 1), {
       batch: 100,
       lowWater: 0,
       durationMs: 1000,
@@ -75,6 +80,7 @@ describe("LeaseBucket", () => {
       clock: () => now,
     });
     b.takeUpTo(1); // sent at 0
+    now = 50; // the grant is received 50 ms after the send
     await flush();
     now = 899;
     expect(b.available()).toBe(100);
@@ -87,7 +93,7 @@ describe("LeaseBucket", () => {
   it("close returns unused tokens", async () => {
     const now = 0;
     const store = new FakeStore(() => now);
-    const b = new LeaseBucket(store, policy(1000, 1), { batch: 100, lowWater: 0, clock: () => now });
+    const b = streamLeases(store, policy(1000, 1), { batch: 100, lowWater: 0, clock: () => now });
     b.takeUpTo(1);
     await flush();
     b.takeUpTo(30);
