@@ -10,9 +10,9 @@
 -- or TTL period, keep()'s bookkeeping fields), and a bucket restarted by a policy change. The token bucket
 -- path reads P:l / P:k only when the bucket is (re)created.
 --
--- Fast path (above the library: a decision that takes it builds none of lib.lua's closures): an
+-- Fast path (above the library: a decision that takes it builds none of the library's closures): an
 -- existing token bucket of this marker and policy, no share-schedule change due by now (the first
--- `sx` time is later), and no bookkeeping due (lib.lua keep(): TTLs recorded far enough ahead, key
+-- `sx` time is later), and no bookkeeping due (lib/keep.lua keep(): TTLs recorded far enough ahead, key
 -- already in the change feed of this drain generation). Then settle() is one piece and keep() has
 -- nothing to do; the arithmetic below is settle()'s and store_bucket()'s, operation for operation
 -- (the model replay test covers both paths). Commands: TIME, MGET, HMGET, HSET, HINCRBY (a denial:

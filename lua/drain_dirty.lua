@@ -1,6 +1,6 @@
 -- drain_dirty.lua: pops up to `max` members (`tenant|resource`) of the change feed and starts a new
 -- drain generation: gq:dg = max(now, previous + 1), a value it never had, so every key that skips
--- its SADD because it already marked itself in the current generation (lib.lua keep()) marks
+-- its SADD because it already marked itself in the current generation (lib/keep.lua keep()) marks
 -- itself again on its next change.
 -- KEYS: 1 gq:dirty, 2 gq:dg
 -- ARGV: 1 max

@@ -101,7 +101,7 @@ describe("section and trap references (docs/design.md)", () => {
 
   it("scans the repository's sources, tests, Lua, scripts and docs", () => {
     for (const f of [
-      "lua/lib.lua",
+      "lua/lib/core.lua",
       "packages/limiter/src/leased-client.ts",
       "scripts/test.sh",
       "docs/internals.md",

@@ -77,6 +77,8 @@ describe("packed tarballs install into an empty directory and work", () => {
     expect(existsSync(join(limiter, "dist", "index.js"))).toBe(true);
     expect(existsSync(join(limiter, "dist", "index.d.ts"))).toBe(true);
     for (const f of readdirSync(join(root, "lua"))) expect(existsSync(join(limiter, "lua", f))).toBe(true);
+    for (const f of readdirSync(join(root, "lua", "lib")))
+      expect(existsSync(join(limiter, "lua", "lib", f))).toBe(true);
     const cli = JSON.parse(
       readFileSync(join(consumer, "node_modules", "@geoquota", "cli", "package.json"), "utf8"),
     );

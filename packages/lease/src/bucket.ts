@@ -1,5 +1,5 @@
 // Rate-algorithm bucket operations shared by every script that touches `P:b`:
-// load (create or discard per DESIGN §4), settle, store. Mirrors lua/lib.lua.
+// load (create or discard per DESIGN §4), settle, store. Mirrors lua/lib/bucket.lua.
 import { leaseHoldEndUs, newIncarnation, parseMarker, recoveryEndUs } from "./marker.js";
 import { capacityOf, fullRefillUs, rateOf, settle, tatFromTokens, tokensFromTat } from "./refill.js";
 import { buildSchedule, type Schedule, type ShareInputs } from "./share.js";
@@ -8,7 +8,7 @@ import { bucketVersion, type KeyLimit, leaseHold, type Timing } from "./types.js
 
 /**
  * The stored fingerprint is this policy's, with or without the leased-mode
- * flag (lib.lua same_policy): a limiter and a daemon that disagree about
+ * flag (lua/lib/bucket.lua same_policy): a limiter and a daemon that disagree about
  * leased mode must not empty the bucket at every call. The flag only shapes
  * the recovery part of the schedule; turning leased mode on leaves no
  * forgotten leases behind (there were none), turning it off stays conservative.
@@ -91,7 +91,7 @@ export function loadBucket(
       tsUs: s.tsUs,
       schedule: s.schedule,
       marker,
-      pv: b.pv, // kept until a rebuild, as lib.lua store_bucket does
+      pv: b.pv, // kept until a rebuild, as lua/lib/bucket.lua store_bucket does
       recovering,
       rebuilt: false,
       restarted: false,

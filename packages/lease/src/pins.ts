@@ -4,7 +4,7 @@
 // instant t from now to the last lease expiry, with the share schedule as the
 // records stand:  outstanding(t) ≤ C·s(t)/U  (the bucket's own tokens are
 // clamped to C·s(t)/U − outstanding(t) at every piece, so then
-// outstanding + max(tokens, 0) ≤ C·s(t)/U too). Mirrors lua/lib.lua pins_hold.
+// outstanding + max(tokens, 0) ≤ C·s(t)/U too). Mirrors lua/lib/schedule.lua pins_hold.
 import { leaseBreakpoints, outstandingAt, type ShareInputs, shareAt, shareBreakpoints } from "./share.js";
 import { type LeaseHold, SHARE_UNITS } from "./types.js";
 

@@ -3,7 +3,7 @@
 // refilled at its own rate and clamped to its own capacity:
 //   tokens = min(cap_1, tokens + rate_1·(t_c − t_last)); … ; min(cap_n, tokens + rate_n·(now − t_c))
 // (the clamp to cap_2 at t_c is implied by the next min, since rate·Δ ≥ 0).
-// The arithmetic is written in the same order as lua/lib.lua so both produce
+// The arithmetic is written in the same order as lua/lib/bucket.lua so both produce
 // the same doubles.
 import type { Schedule, SchedulePoint } from "./share.js";
 import { SHARE_UNITS, US_PER_SECOND } from "./types.js";

@@ -145,7 +145,7 @@ export function refundWindow(
   const marker = ensureMarker(region, nowUs);
   const W = windowUs(limit);
   if (limit.algorithm === "sliding_log") {
-    // As lua/lib.lua refund_window: a log of another incarnation is left as it
+    // As lua/lib/windows.lua refund_window: a log of another incarnation is left as it
     // is, and entries already out of the window stay until the next admission
     // trims them (the Lua touches only the entries it reads).
     if (key.logInc !== marker) return;

@@ -297,7 +297,7 @@ interface KeyDump {
   z: [string, number][];
 }
 
-/** P:b bookkeeping of lib.lua keep(): never modelled (it decides nothing). */
+/** P:b bookkeeping of lua/lib/keep.lua keep(): never modelled (it decides nothing). */
 const BOOKKEEPING = new Set(["xe", "dg", "de"]);
 const STRING_FIELDS = new Set(["inc", "pv"]);
 
@@ -317,7 +317,7 @@ async function redisDumps(
       .hgetall(kk as string)
       .zrange(kz as string, "0", "-1", "WITHSCORES");
   }
-  // The model has no expiry: the keys' TTLs (lib.lua keep(), never a decision)
+  // The model has no expiry: the keys' TTLs (lua/lib/keep.lua keep(), never a decision)
   // are removed so that a long sequence compares state, not expiry.
   for (const resource of resources) {
     for (const k of args(r.policies.get(resource) as KeyPolicy).itemKeys) m.persist(k);

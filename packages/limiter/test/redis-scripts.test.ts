@@ -1,4 +1,5 @@
 // The TypeScript bindings cannot drift from the lua/*.lua headers.
+import { readdirSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   assertSpecMatchesHeader,
@@ -7,6 +8,7 @@ import {
   parseHeader,
   RedisStoreErrors,
   SCRIPTS,
+  scriptSources,
 } from "../src/redis/index.js";
 
 describe("script headers", () => {
@@ -16,10 +18,14 @@ describe("script headers", () => {
     }
   });
 
-  it("every script in lua/ (but the library) has a binding", () => {
-    const { files } = luaFiles();
+  it("every script in lua/ has a binding; every library file in lua/lib/ is assembled", () => {
+    const { dir, files, lib } = luaFiles();
     const bound = new Set(Object.values(SCRIPTS).map((s) => s.file));
-    expect(files.filter((f) => f !== "lib.lua" && !bound.has(f))).toEqual([]);
+    expect(files.filter((f) => !bound.has(f))).toEqual([]);
+    const onDisk = readdirSync(new URL("lib/", dir)).filter((f) => f.endsWith(".lua"));
+    expect([...lib].sort()).toEqual(onDisk.map((f) => `lib/${f}`).sort());
+    const check = scriptSources().get("check") ?? "";
+    for (const f of lib) expect(check).toContain(luaSource(f));
   });
 
   it("a drifted header is caught", () => {
@@ -31,7 +37,8 @@ describe("script headers", () => {
   });
 
   it("every script reads time only from Redis TIME and uses HSET, never HMSET", () => {
-    for (const f of luaFiles().files) {
+    const { files, lib } = luaFiles();
+    for (const f of [...files, ...lib]) {
       const src = luaSource(f);
       expect(src).not.toMatch(/HMSET|os\.time|os\.clock/);
     }

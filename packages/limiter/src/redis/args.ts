@@ -1,5 +1,5 @@
 // Builds the per-key KEYS and the policy part of ARGV shared by every per-key
-// script (lua/lib.lua read_policy), cached per policy object.
+// script (lua/lib/core.lua read_policy), cached per policy object.
 import { bucketVersion, type KeyLimit } from "@geoquota/lease";
 import type { KeyPolicy, LeaseTiming } from "../types.js";
 import { RedisStoreError } from "./errors.js";

@@ -46,7 +46,7 @@ export function replidKey(shard: number): string {
 export function dirtyKey(shard: number): string {
   return `gq:${shardTag(shard)}:dirty`;
 }
-/** The shard's change-feed drain generation (lua/drain_dirty.lua, lib.lua keep()). */
+/** The shard's change-feed drain generation (lua/drain_dirty.lua, lua/lib/keep.lua keep()). */
 export function drainGenKey(shard: number): string {
   return `gq:${shardTag(shard)}:dg`;
 }

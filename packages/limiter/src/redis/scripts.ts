@@ -1,7 +1,7 @@
-// Loads lua/*.lua (each prefixed with lua/lib.lua) into an ioredis client via
-// `defineCommand`: EVALSHA, with ioredis' fallback to EVAL on NOSCRIPT (so a
-// SCRIPT FLUSH or a restarted server is harmless). Never used inside MULTI,
-// where ioredis cannot fall back.
+// Loads lua/*.lua (each with the library, lua/lib/*.lua, inserted) into an
+// ioredis client via `defineCommand`: EVALSHA, with ioredis' fallback to EVAL
+// on NOSCRIPT (so a SCRIPT FLUSH or a restarted server is harmless). Never
+// used inside MULTI, where ioredis cannot fall back.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { RedisStoreError } from "./errors.js";
 import { parseHeader } from "./header.js";
@@ -17,13 +17,45 @@ import { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
  */
 const LUA_DIR = ((): URL => {
   const repo = new URL("../../../../lua/", import.meta.url);
-  const inRepo = existsSync(new URL("lib.lua", repo)) && existsSync(new URL("../packages/limiter/", repo));
+  const inRepo =
+    existsSync(new URL("lib/core.lua", repo)) && existsSync(new URL("../packages/limiter/", repo));
   return inRepo ? repo : new URL("../../lua/", import.meta.url);
 })();
 
-/** The Lua scripts' directory and file names (tests and tools list them from here). */
-export function luaFiles(): { readonly dir: URL; readonly files: readonly string[] } {
-  return { dir: LUA_DIR, files: readdirSync(LUA_DIR).filter((f) => f.endsWith(".lua")) };
+/**
+ * The library (shared local functions), split by concern under lua/lib/ and
+ * concatenated in this order into one text, as if it were one file: Lua needs
+ * a local function defined before a later one refers to it, so each file uses
+ * only what the files before it define. core: numbers and formatting, policy,
+ * incarnation marker, recovery; keep: change feed, TTLs, counters, keep();
+ * book: loan records (P:l) and lease records (P:k); schedule: share s(t),
+ * pins, sx; bucket: refill (settle), load/store, lease release; windows:
+ * window decisions and refunds.
+ */
+const LIB_FILES: readonly string[] = [
+  "lib/core.lua",
+  "lib/keep.lua",
+  "lib/book.lua",
+  "lib/schedule.lua",
+  "lib/bucket.lua",
+  "lib/windows.lua",
+];
+
+/** The library's text: LIB_FILES in order, one chunk. */
+function libSource(): string {
+  return LIB_FILES.map((f) => luaSource(f)).join("\n");
+}
+
+/**
+ * The Lua scripts' directory and file names (tests and tools list them from
+ * here): the scripts (lua/*.lua) and the library files (LIB_FILES).
+ */
+export function luaFiles(): {
+  readonly dir: URL;
+  readonly files: readonly string[];
+  readonly lib: readonly string[];
+} {
+  return { dir: LUA_DIR, files: readdirSync(LUA_DIR).filter((f) => f.endsWith(".lua")), lib: LIB_FILES };
 }
 
 export function luaSource(file: string): string {
@@ -51,7 +83,7 @@ export const LIB_MARKER = "-- @lib";
 /**
  * Library + script. The library goes where the script has a `-- @lib` line,
  * so a fast path above it runs without instantiating the library (Redis runs
- * the whole chunk per call: every `local function` of lib.lua is a closure
+ * the whole chunk per call: every `local function` of the library is a closure
  * built on every call, measurable on the hot path). Otherwise it goes after the
  * script's first line, so SCRIPT/SLOWLOG output still names the script.
  */
@@ -67,7 +99,7 @@ let cachedSources: Map<ScriptName, string> | undefined;
 /** Script texts as sent to Redis (library + script), validated once per process. */
 export function scriptSources(): Map<ScriptName, string> {
   if (cachedSources) return cachedSources;
-  const lib = luaSource("lib.lua");
+  const lib = libSource();
   const out = new Map<ScriptName, string>();
   for (const [name, spec] of Object.entries(SCRIPTS) as [ScriptName, ScriptSpec][]) {
     const body = luaSource(spec.file);
