@@ -9,6 +9,7 @@ import {
   type FaultOptions,
   type ModelOptions,
   type ModelResult,
+  harshScenario,
   type PlantedBugs,
   runModel,
   scenarioFor,
@@ -162,26 +163,9 @@ describe("admissions answered before the replica has them (DESIGN §4 durable ad
     const f = await firstFailing(
       60,
       (seed) => {
-        // Without leased clients, so every seed has its failovers.
+        // Without leased clients (the other search has them): G1 from check admissions alone.
         const base = undurable(seed);
-        const failovers = 2;
-        return {
-          ...base,
-          clients: { ...base.clients, perRegionMax: 0 },
-          maxCost: 3,
-          faults: {
-            ...base.faults,
-            dropRate: 0.3,
-            duplicateRate: 0.3,
-            latencyMaxUs: 900_000,
-            partitionEveryUs: 2_000_000,
-            stateLosses: 2,
-            daemonRestarts: 2,
-            failovers,
-            daemonDownAtFailoverUs: 2_000_000,
-            policyChanges: 1,
-          },
-        };
+        return harshScenario({ ...base, clients: { ...base.clients, perRegionMax: 0 } });
       },
       1_000_001,
     );
