@@ -164,6 +164,30 @@ export function toDecision(
   };
 }
 
+/**
+ * Resolves once every replica acknowledged the writes so far (throws
+ * NotDurableError otherwise), waiting on `waitConnection` (a Cluster client
+ * knows its slots, hence shardNode, only once connected).
+ */
+function durableGate(
+  waitConnection: RedisClient,
+  replicas: number,
+  timeoutMs = 50,
+): (op: string, shard: number) => Promise<void> {
+  const waitDurable = durabilityWaiter(waitConnection, { replicas, timeoutMs });
+  let connected: Promise<unknown> | undefined;
+  return async (op, shard) => {
+    if (waitConnection.status !== "ready") {
+      connected ??= new Promise((resolve) => waitConnection.once("ready", resolve)).finally(() => {
+        connected = undefined;
+      });
+      await connected;
+    }
+    const d: Durability = await waitDurable(shard);
+    if (!d.durable) throw new NotDurableError(op, d.acked, replicas);
+  };
+}
+
 export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
   const { redis, region, timing } = options;
   assertName("region", region);
@@ -174,36 +198,19 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
   // checks must not queue behind it. Its probe write makes the WAIT cover
   // writes made on the main connection (replication.ts durabilityWaiter).
   const replicas = options.durability?.replicas ?? 0;
-  const waitConnection: RedisClient | undefined =
-    replicas > 0 ? (isCluster(redis) ? redis.duplicate() : redis.duplicate()) : undefined;
-  const waitDurable =
-    waitConnection !== undefined
-      ? durabilityWaiter(waitConnection, { replicas, timeoutMs: options.durability?.timeoutMs ?? 50 })
-      : undefined;
-  // A Cluster client knows its slots (shardNode) only once connected.
-  let connected: Promise<unknown> | undefined;
-  const mustBeDurable = async (op: string, shard: number): Promise<void> => {
-    if (waitDurable === undefined || waitConnection === undefined) return;
-    if (waitConnection.status !== "ready") {
-      connected ??= new Promise((resolve) => waitConnection.once("ready", resolve)).finally(() => {
-        connected = undefined;
-      });
-      await connected;
-    }
-    const d: Durability = await waitDurable(shard);
-    if (!d.durable) throw new NotDurableError(op, d.acked, replicas);
-  };
+  const waitConnection = replicas > 0 ? (redis as { duplicate(): RedisClient }).duplicate() : undefined;
+  // Absent without replicas: the hot path then pays nothing for durability.
+  const mustBeDurable =
+    waitConnection === undefined
+      ? undefined
+      : durableGate(waitConnection, replicas, options.durability?.timeoutMs);
 
-  const single = async (
-    name: "check" | "refund",
-    policy: KeyPolicy,
-    cost: number,
-  ): Promise<StoreDecision> => {
+  const checkOne = async (policy: KeyPolicy, cost: number): Promise<StoreDecision> => {
     assertCost(cost);
     const a = args(policy);
-    const r = await scripts.call(name, a.keys, [region, ...a.policyArgv, String(cost)]);
+    const r = await scripts.call("check", a.keys, [region, ...a.policyArgv, String(cost)]);
     const nowUs = num(r[5], "now");
-    if (num(r[0], "allowed") === 1) await mustBeDurable(name, a.shard);
+    if (mustBeDurable !== undefined && r[0] === 1) await mustBeDurable("check", a.shard);
     return toDecision(policy, [r[0], r[1], r[2], r[3], r[4], r[6]], 0, nowUs, cost);
   };
 
@@ -243,7 +250,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     }
     const r = await scripts.call("leaseAcquire", a.keys, argv);
     // Granted tokens are spent without asking Redis again: durable first.
-    if (num(r[0], "granted") > 0) await mustBeDurable("leaseAcquire", a.shard);
+    if (mustBeDurable !== undefined && num(r[0], "granted") > 0) await mustBeDurable("leaseAcquire", a.shard);
     return {
       lease: {
         leaseId,
@@ -257,7 +264,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
 
   return {
     region,
-    check: (policy, cost) => single("check", policy, cost),
+    check: checkOne,
     async refund(policy, cost, receipt) {
       assertCost(cost);
       const { id, admittedUs, expiresUs } = receipt;
@@ -307,7 +314,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       if (items.length === 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", "empty compound check");
       const r = await scripts.call("checkCompound", keys, argv);
       const nowUs = num(r[2], "now");
-      if (num(r[0], "allowed") === 1) await mustBeDurable("checkCompound", firstShard);
+      if (mustBeDurable !== undefined && r[0] === 1) await mustBeDurable("checkCompound", firstShard);
       const parts = items.map((it, i) => toDecision(it.policy, r, 3 + 6 * i, nowUs, it.cost));
       return { allowed: num(r[0], "allowed") === 1, failedIndex: num(r[1], "failed"), parts, nowUs };
     },
