@@ -20,8 +20,6 @@ import type { Admission } from "@geoquota/sim";
 import type { LinkSample, QuotaSample } from "./sampler.js";
 import { SHARE_UNITS } from "@geoquota/config";
 
-export { SHARE_UNITS };
-
 export interface ShareSumVerdict {
   readonly ok: boolean;
   readonly groupsChecked: number;
