@@ -33,7 +33,7 @@ export function shortScenarioFor(seed: number, regions: number): ModelOptions {
 }
 
 /** Every fault at its worst, on the world of `base`. */
-export function harshScenario(base: ModelOptions, failovers = 2): ModelOptions {
+export function harshScenario(base: ModelOptions): ModelOptions {
   return {
     ...base,
     maxCost: 3,
@@ -46,7 +46,7 @@ export function harshScenario(base: ModelOptions, failovers = 2): ModelOptions {
       partitionEveryUs: 2_000_000,
       stateLosses: 2,
       daemonRestarts: 2,
-      failovers,
+      failovers: 2,
       daemonDownAtFailoverUs: 2_000_000,
       policyChanges: 1,
     },
