@@ -20,6 +20,7 @@ export {
   PolicySpecSchema,
   parsePolicies,
   parsePolicySpec,
+  resolveEffective,
   resolvePolicy,
   withPolicy,
 } from "./policies.js";

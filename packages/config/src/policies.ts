@@ -261,3 +261,44 @@ export function resolvePolicy(
     floorShare: Math.min(floor, baseShare),
   };
 }
+
+/**
+ * The policy a region enforces while a change rolls out (DESIGN §3, "Policy
+ * changes are replicated state"): the meet of every version it must respect —
+ * the last version it completed and every newer one it knows, oldest first.
+ * Capacity, refill, base share and floor are the minimum over the versions
+ * (what shrinks applies at once, nothing grows before the rollout completes);
+ * algorithm and window come from the newest version (a change of algorithm
+ * restarts the key's bucket, empty, under it). One set: exactly resolvePolicy.
+ */
+export function resolveEffective(
+  sets: readonly PolicySet[],
+  regions: readonly (string | { readonly id: string })[],
+  regionId: string,
+  tenant: string,
+  resource: string,
+  options: { floorPpm?: number } = {},
+): KeyPolicy {
+  const newest = sets[sets.length - 1];
+  if (newest === undefined) throw new RangeError("resolveEffective: no policy set");
+  const target = resolvePolicy(newest, regions, regionId, tenant, resource, options);
+  if (sets.length === 1) return target;
+  let capacity = target.limit.capacity;
+  let refillPerSecond = target.limit.refillPerSecond;
+  let baseShare = target.baseShare;
+  let floorShare = target.floorShare;
+  for (let i = 0; i < sets.length - 1; i++) {
+    const p = resolvePolicy(sets[i] as PolicySet, regions, regionId, tenant, resource, options);
+    capacity = Math.min(capacity, p.limit.capacity);
+    refillPerSecond = Math.min(refillPerSecond, p.limit.refillPerSecond);
+    baseShare = Math.min(baseShare, p.baseShare);
+    floorShare = Math.min(floorShare, p.floorShare);
+  }
+  return {
+    tenant,
+    resource,
+    limit: { ...target.limit, capacity, refillPerSecond },
+    baseShare,
+    floorShare: Math.min(floorShare, baseShare),
+  };
+}
