@@ -12,6 +12,8 @@ export { type LatencyUs, latency } from "./latency.js";
 export {
   type Admission,
   checkGlobalBound,
+  type LimitSchedule,
+  type LimitSegment,
   matchRefunds,
   type OracleLimit,
   type OracleVerdict,

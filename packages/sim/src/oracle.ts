@@ -35,6 +35,39 @@ export interface OracleLimit {
   readonly refillPerSecond: number;
 }
 
+/**
+ * Limits that change over time (a policy rollout, DESIGN §3): each segment's
+ * limit holds for the admissions decided in [fromMs, toMs). Segments may
+ * overlap: a rollout is the old limit until the change completed everywhere
+ * and the new one from the moment it was proposed, so an interval inside or
+ * across the rollout is bounded by max(C_old, C_new) + max(r_old, r_new)·T,
+ * one before it by the old bound and one after it by the new.
+ */
+export interface LimitSegment extends OracleLimit {
+  readonly fromMs: number;
+  readonly toMs: number;
+}
+
+export interface LimitSchedule {
+  readonly segments: readonly LimitSegment[];
+}
+
+/** The bound's C and r over [t0, t1]: the largest of every segment the interval meets. */
+function limitOver(limit: OracleLimit | LimitSchedule, t0: number, t1: number): OracleLimit {
+  if (!("segments" in limit)) return limit;
+  let capacity = Number.NEGATIVE_INFINITY;
+  let refillPerSecond = Number.NEGATIVE_INFINITY;
+  for (const s of limit.segments) {
+    if (s.fromMs > t1 || s.toMs <= t0) continue;
+    if (s.capacity > capacity) capacity = s.capacity;
+    if (s.refillPerSecond > refillPerSecond) refillPerSecond = s.refillPerSecond;
+  }
+  if (capacity === Number.NEGATIVE_INFINITY) {
+    throw new RangeError(`oracle: no limit segment covers [${t0}, ${t1}] ms`);
+  }
+  return { capacity, refillPerSecond };
+}
+
 export interface OracleVerdict {
   readonly ok: boolean;
   /** Gross admitted cost. */
@@ -97,7 +130,8 @@ export function matchRefunds(
 
 /**
  * Checks the whole run and every sub-interval. O(n²) in admissions plus
- * refunds; n is small (≈ C + r·T).
+ * refunds; n is small (≈ C + r·T). With a schedule the worst intervals are
+ * still (send, answer) pairs: a later start never meets more segments.
  *
  * Refunds: over [t0, t1] a bucket admits at most C + r·(t1 − t0) plus what
  * refunds applied inside [t0, t1] gave back. A refund was applied somewhere in
@@ -108,21 +142,22 @@ export function matchRefunds(
  */
 export function checkGlobalBound(
   admissions: readonly Admission[],
-  limit: OracleLimit,
+  limit: OracleLimit | LimitSchedule,
   refunds: readonly Refund[] = [],
 ): OracleVerdict {
   const adm = admissions.filter((a) => a.cost > 0);
   const { matched, unmatched } = matchRefunds(adm, refunds);
   const refundedMatched = matched.reduce((s, m) => s + m.cost, 0);
-  const rPerMs = limit.refillPerSecond / 1000;
+  const fixed = "segments" in limit ? undefined : limit;
   if (adm.length === 0) {
+    const c = fixed?.capacity ?? 0;
     return {
       ok: true,
       admitted: 0,
       refundedMatched,
       refundedUnmatched: unmatched,
-      bound: limit.capacity,
-      worstExcess: -limit.capacity,
+      bound: c,
+      worstExcess: -c,
       worstInterval: null,
       intervalsChecked: 0,
     };
@@ -135,7 +170,8 @@ export function checkGlobalBound(
     if (a.sentMs < first) first = a.sentMs;
     if (a.answeredMs > last) last = a.answeredMs;
   }
-  const bound = limit.capacity + rPerMs * (last - first);
+  const whole = limitOver(limit, first, last);
+  const bound = whole.capacity + (whole.refillPerSecond / 1000) * (last - first);
   let worstExcess = Number.NEGATIVE_INFINITY;
   let worstInterval: OracleVerdict["worstInterval"] = null;
   let checked = 0;
@@ -156,7 +192,8 @@ export function checkGlobalBound(
       if (a.sentMs < t0) continue;
       sum += a.cost;
       while (next < live.length && live[next]!.sentMs <= a.answeredMs) sum -= live[next++]!.cost;
-      const b = limit.capacity + rPerMs * (a.answeredMs - t0);
+      const l = fixed ?? limitOver(limit, t0, a.answeredMs);
+      const b = l.capacity + (l.refillPerSecond / 1000) * (a.answeredMs - t0);
       checked++;
       if (sum - b > worstExcess) {
         worstExcess = sum - b;

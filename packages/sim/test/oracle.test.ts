@@ -175,4 +175,98 @@ describe("global-bound oracle", () => {
       );
     });
   });
+
+  describe("across a policy change (a limit schedule)", () => {
+    // Old limit until the change completed everywhere (8 000 ms), new from its proposal (5 000 ms).
+    const change = (
+      oldL: { capacity: number; refillPerSecond: number },
+      newL: { capacity: number; refillPerSecond: number },
+    ) => ({
+      segments: [
+        { fromMs: Number.NEGATIVE_INFINITY, toMs: 8000, ...oldL },
+        { fromMs: 5000, toMs: Number.POSITIVE_INFINITY, ...newL },
+      ],
+    });
+    const burst = (n: number, at: number): Admission[] =>
+      Array.from({ length: n }, () => ({ sentMs: at, answeredMs: at + 1, cost: 1 }));
+
+    it("bounds an interval before, inside and after the change by the old, the max and the new limit", () => {
+      const raise = change({ capacity: 10, refillPerSecond: 0 }, { capacity: 20, refillPerSecond: 0 });
+      expect(checkGlobalBound(burst(10, 1000), raise).ok).toBe(true);
+      expect(checkGlobalBound(burst(11, 1000), raise).ok).toBe(false); // before: the old C
+      expect(checkGlobalBound(burst(20, 6000), raise).ok).toBe(true); // inside: max(C_old, C_new)
+      expect(checkGlobalBound(burst(21, 6000), raise).ok).toBe(false);
+      const lower = change({ capacity: 20, refillPerSecond: 0 }, { capacity: 10, refillPerSecond: 0 });
+      expect(checkGlobalBound(burst(20, 6000), lower).ok).toBe(true); // inside: max again
+      expect(checkGlobalBound(burst(11, 9000), lower).ok).toBe(false); // after: the new C
+      expect(checkGlobalBound(burst(10, 9000), lower).ok).toBe(true);
+    });
+
+    it("an interval spanning the change gets max(C) + max(r)·T, not the limit of either side", () => {
+      const s = change({ capacity: 10, refillPerSecond: 1 }, { capacity: 16, refillPerSecond: 0 });
+      // [4000, 9001] meets both: 16 + 1·5.001 = 21.001; each side alone admits ≤ 10 and ≤ 16.
+      const adm = [...burst(10, 4000), ...burst(11, 9000)];
+      expect(checkGlobalBound(adm, s).ok).toBe(true);
+      expect(checkGlobalBound([...adm, ...burst(1, 4000)], s).ok).toBe(false);
+    });
+
+    it("refuses an interval no segment covers (a schedule with a gap is a test bug)", () => {
+      const gap = {
+        segments: [
+          { fromMs: 0, toMs: 100, capacity: 1, refillPerSecond: 0 },
+          { fromMs: 200, toMs: 300, capacity: 1, refillPerSecond: 0 },
+        ],
+      };
+      expect(() => checkGlobalBound(burst(1, 150), gap)).toThrow(/no limit segment covers/);
+    });
+
+    it("agrees with a brute-force check over all (send, answer) pairs", () => {
+      const admission = fc.record({
+        sentMs: fc.integer({ min: 0, max: 4000 }),
+        latencyMs: fc.integer({ min: 0, max: 300 }),
+        cost: fc.integer({ min: 1, max: 4 }),
+      });
+      const lim = fc.record({
+        capacity: fc.integer({ min: 1, max: 12 }),
+        refillPerSecond: fc.integer({ min: 0, max: 6 }),
+      });
+      fc.assert(
+        fc.property(
+          fc.array(admission, { maxLength: 30 }),
+          lim,
+          lim,
+          fc.integer({ min: 0, max: 4000 }),
+          fc.integer({ min: 0, max: 2000 }),
+          (raw, oldL, newL, from, span) => {
+            const sched = change(oldL, newL);
+            const segs = [
+              { ...sched.segments[0]!, toMs: from + span },
+              { ...sched.segments[1]!, fromMs: from },
+            ];
+            const adm = raw.map((a) => ({
+              sentMs: a.sentMs,
+              answeredMs: a.sentMs + a.latencyMs,
+              cost: a.cost,
+            }));
+            let brute = true;
+            for (const st of adm)
+              for (const e of adm) {
+                if (e.answeredMs < st.sentMs) continue;
+                const t0 = st.sentMs;
+                const t1 = e.answeredMs;
+                const meets = segs.filter((g) => g.fromMs <= t1 && g.toMs > t0);
+                const c = Math.max(...meets.map((g) => g.capacity));
+                const r = Math.max(...meets.map((g) => g.refillPerSecond));
+                const inside = adm
+                  .filter((a) => a.sentMs >= t0 && a.answeredMs <= t1)
+                  .reduce((x, a) => x + a.cost, 0);
+                if (inside > c + (r / 1000) * (t1 - t0) + 1e-9) brute = false;
+              }
+            expect(checkGlobalBound(adm, { segments: segs }).ok).toBe(brute);
+          },
+        ),
+        { numRuns: 300 },
+      );
+    });
+  });
 });
