@@ -98,6 +98,56 @@ export function buildProgram(): Command {
     .option("--out <file>", "JSON results path", "reports/bench.json")
     .action(action(() => import("./commands/bench.js")));
 
+  const policy = program
+    .command("policy")
+    .description(
+      "read or change the cluster's policies through any region's admin API (rolled out to every region)",
+    )
+    .option("--url <url>", "a region's limiter URL, e.g. http://127.0.0.1:7101")
+    .option("--token <token>", "the admin token (default: $GEOQUOTA_ADMIN_TOKEN)")
+    .option("--config <file>", "a region config: its listen address and adminToken instead of --url/--token")
+    .option("--json", "print JSON", false);
+  // Each action gets the parent's connection flags merged with its own flags and arguments.
+  const policyAction =
+    (name: string, args: readonly string[] = []) =>
+    async (...given: unknown[]) => {
+      const cmd = given[given.length - 1] as Command;
+      const opts: Record<string, unknown> = { ...cmd.optsWithGlobals(), action: name };
+      args.forEach((a, i) => {
+        opts[a] = given[i];
+      });
+      await action(() => import("./commands/policy.js"))(opts);
+    };
+  policy
+    .command("get")
+    .description("the version the cluster rolls out (or runs) and its policies document")
+    .action(policyAction("get"));
+  policy
+    .command("status")
+    .description("the rollout: target version, each region's acknowledgement, phase")
+    .addOption(
+      new Option(
+        "--wait <d>",
+        "wait until every region acknowledged and this region completed; exit 1 on timeout",
+      ).argParser((v) => parseDuration("--wait", v)),
+    )
+    .action(policyAction("status"));
+  policy
+    .command("apply <file>")
+    .description("propose a whole policies document (refused whole, naming the field, when invalid)")
+    .action(policyAction("apply", ["file"]));
+  policy
+    .command("set <tenant> <resource> <spec>")
+    .description(
+      `propose one policy change, e.g. set cust_a checkout '{"capacity":100,"refillPerSecond":10}'`,
+    )
+    .action(policyAction("set", ["tenant", "resource", "spec"]));
+  policy
+    .command("diff <file>")
+    .description("what applying a policies file would change")
+    .option("--exit-code", "exit 1 when there are changes", false)
+    .action(policyAction("diff", ["file"]));
+
   return program;
 }
 

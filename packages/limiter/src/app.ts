@@ -1,13 +1,7 @@
 // The region's HTTP service (DESIGN §8). Built by buildApp(deps) and tested
 // with app.inject(); only main.ts listens.
 import { createHash, timingSafeEqual } from "node:crypto";
-import {
-  type PolicySet,
-  PolicySpecSchema,
-  parsePolicySpec,
-  type RegionConfig,
-  withPolicy,
-} from "@geoquota/config";
+import type { PolicySet, RegionConfig } from "@geoquota/config";
 import Fastify, {
   LogController,
   type FastifyError,
@@ -19,8 +13,9 @@ import { Registry } from "prom-client";
 import type { MonotonicClock } from "./clock.js";
 import { ERRORS, errorBody, LimiterError } from "./errors.js";
 import { decisionBody, rateLimitHeaders } from "./headers.js";
-import { validateKeyPart } from "./key-hygiene.js";
 import { type CheckResult, Limiter } from "./limiter.js";
+import { documentOf, type PolicyAdmin, StaticPolicies } from "./policy-source.js";
+import { registerPolicyRoutes } from "./policy-routes.js";
 import { ThrottledEvents } from "./log-events.js";
 import { breakerStateValue, createMetrics, OTHER_RESOURCE } from "./metrics.js";
 import {
@@ -70,6 +65,13 @@ export interface AppDeps {
   readonly store: RegionStore;
   readonly config: AppConfig;
   readonly policies: PolicySet;
+  /**
+   * Where policy changes go (docs/design.md §3.4): main passes the replicated
+   * source of a multi-region config; default: this process only (static).
+   */
+  readonly policyAdmin?: (limiter: Limiter) => PolicyAdmin;
+  /** The policies document `policies` was parsed from (static mode; default: rebuilt from the set). */
+  readonly policiesDocument?: unknown;
   /** Metrics registry; a fresh one by default (tests build many apps). */
   readonly registry?: Registry;
   readonly clock?: MonotonicClock;
@@ -190,7 +192,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const routes = collectRoutes(app);
   const deniedStatus = deps.config.deniedStatus ?? 429;
   // Leases held by this process go back to the bucket on shutdown; the store is the caller's.
+  const policyAdmin =
+    deps.policyAdmin?.(limiter) ??
+    new StaticPolicies(
+      limiter.region,
+      limiter.regions,
+      deps.policiesDocument ?? documentOf(deps.policies),
+      limiter,
+    );
   app.addHook("onClose", async () => {
+    policyAdmin.stop();
     await limiter.leases.close();
   });
 
@@ -318,46 +329,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     };
   });
 
-  const putPolicyDoc: RouteDoc = {
-    summary: "Set one policy in this process (tenant `*`: the resource's default)",
-    tags: ["admin"],
-    admin: true,
-    responses: {
-      200: { description: "the policy as stored" },
-      400: badRequest,
-      401: unauthorized,
-    },
-  };
-  app.put<{ Params: { tenant: string; resource: string } }>(
-    "/v1/policies/:tenant/:resource",
-    {
-      preHandler: requireAdmin,
-      // Documented here, validated by the handler (after the admin check; weights are refused).
-      schema: { body: withParser(PolicySpecSchema.meta({ id: "PolicySpec" }), (d) => d) },
-      config: { openapi: putPolicyDoc },
-    },
-    async (req) => {
-      const { tenant, resource } = req.params;
-      if (tenant !== "*") validateKeyPart("tenant", tenant, deps.config.keyMaxLength);
-      validateKeyPart("resource", resource, deps.config.keyMaxLength);
-      if (req.body !== null && typeof req.body === "object" && "weights" in req.body) {
-        // Base shares must agree across regions (Σ b_i ≤ U): one region's PUT cannot change them.
-        throw new LimiterError(
-          "GQ_ERR_INVALID_POLICY",
-          "weights: change weights in policies.json of every region together, not through one region's API",
-          { field: "weights" },
-        );
-      }
-      const r = parsePolicySpec(req.body, limiter.regions);
-      if (!r.ok) {
-        const first = r.issues[0] ?? "body: invalid";
-        throw new LimiterError("GQ_ERR_INVALID_POLICY", first, { field: first.slice(0, first.indexOf(":")) });
-      }
-      limiter.setPolicies(withPolicy(limiter.policies, tenant, resource, r.spec));
-      app.log.info({ event: "policy_changed", tenant, resource, spec: r.spec }, "policy changed");
-      return { tenant, resource, ...r.spec };
-    },
-  );
+  registerPolicyRoutes(app, {
+    admin: policyAdmin,
+    requireAdmin,
+    keyMaxLength: deps.config.keyMaxLength,
+    regionIds: limiter.regions,
+  });
 
   const doc = (
     summary: string,

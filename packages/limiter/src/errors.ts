@@ -32,6 +32,10 @@ export const ERRORS = {
   GQ_ERR_RATE_LIMITED: { statusCode: 429, message: "rate limit exceeded" },
   GQ_ERR_INTERNAL: { statusCode: 500, message: "internal error" },
   GQ_ERR_STORE_UNAVAILABLE: { statusCode: 503, message: "the region's store did not answer" },
+  GQ_ERR_POLICY_UNKNOWN: {
+    statusCode: 503,
+    message: "this region does not know its current policies (its gossip daemon has not written them)",
+  },
   GQ_ERR_STORE_TIMEOUT: { statusCode: 503, message: "the region's store did not answer within the timeout" },
   GQ_ERR_BREAKER_OPEN: { statusCode: 503, message: "the circuit breaker around the store is open" },
 } as const;

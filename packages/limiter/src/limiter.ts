@@ -1,7 +1,13 @@
 // The decision engine behind the HTTP service and the Fastify plugin: policy
 // resolution, key hygiene, the guarded store (timeout + breaker), the leased
 // path and the degraded path (fail-closed-to-leases, or explicit fail-open).
-import { lookupPolicy, type PolicySet, quotaKey, type RegionConfig, resolvePolicy } from "@geoquota/config";
+import {
+  lookupPolicy,
+  type PolicySet,
+  quotaKey,
+  type RegionConfig,
+  resolveEffective,
+} from "@geoquota/config";
 import { CircuitBreaker } from "./breaker.js";
 import { type MonotonicClock, monotonicNow } from "./clock.js";
 import { isStoreUnavailable, LimiterError } from "./errors.js";
@@ -96,7 +102,11 @@ export class Limiter {
   private readonly config: LimiterConfig;
   private readonly regionIds: readonly string[];
   private readonly metrics: LimiterMetrics | undefined;
-  private policySet: PolicySet;
+  /** The versions to meet (docs/design.md §3.4): the completed one, then every newer one known. */
+  private policySets: readonly PolicySet[];
+  /** Monotonic ms after which the policies are not known (a replicated source stopped reading). */
+  private policyValidUntil = Number.POSITIVE_INFINITY;
+  private readonly clock: () => number;
   private readonly ping: (() => Promise<unknown>) | undefined;
   private readonly receipts: ReceiptSigner;
   private readonly keyHashSecret: string | undefined;
@@ -108,7 +118,8 @@ export class Limiter {
     const clock = deps.clock ?? monotonicNow;
     this.config = deps.config;
     this.metrics = deps.metrics;
-    this.policySet = deps.policies;
+    this.policySets = [deps.policies];
+    this.clock = clock;
     this.regionIds = deps.config.regions.map((r) => r.id);
     this.breaker = new CircuitBreaker(deps.config.breaker, clock);
     this.breaker.onStateChange((s) => {
@@ -139,13 +150,29 @@ export class Limiter {
     return this.config.region;
   }
 
+  /** The newest policy version this process knows (the target of a rollout). */
   get policies(): PolicySet {
-    return this.policySet;
+    return this.policySets[this.policySets.length - 1] as PolicySet;
   }
 
-  /** Swaps the policy set; subsequent checks use it. */
-  setPolicies(next: PolicySet): void {
-    this.policySet = next;
+  /** Swaps the policies; subsequent checks use them (several: the meet, `resolveEffective`). */
+  setPolicies(next: PolicySet | readonly PolicySet[]): void {
+    const sets: readonly PolicySet[] = Array.isArray(next) ? next : [next as PolicySet];
+    if (sets.length === 0) throw new RangeError("setPolicies: no policy set");
+    this.policySets = sets;
+  }
+
+  /**
+   * After this monotonic instant the policies are not known: checks are served
+   * from tokens already leased to this process, else denied — never fail-open
+   * (a replicated source sets it to its last read + limiterStaleMs).
+   */
+  setPolicyValidUntil(monoMs: number | undefined): void {
+    this.policyValidUntil = monoMs ?? Number.POSITIVE_INFINITY;
+  }
+
+  private policyUnknown(): boolean {
+    return this.clock() > this.policyValidUntil;
   }
 
   get regions(): readonly string[] {
@@ -163,18 +190,18 @@ export class Limiter {
     const max = this.config.keyMaxLength;
     const storedTenant = storedKeyPart(`${fieldPrefix}tenant`, tenant, max, this.keyHashSecret);
     const storedResource = storedKeyPart(`${fieldPrefix}resource`, resource, max, this.keyHashSecret);
-    const p = resolvePolicy(this.policySet, this.regionIds, this.config.region, tenant, resource, {
+    const p = resolveEffective(this.policySets, this.regionIds, this.config.region, tenant, resource, {
       floorPpm: this.config.floorPpm,
     });
     const secret = this.config.keyHashSecret;
-    if (secret !== undefined && !this.policySet.entries.has(quotaKey(tenant, resource))) {
+    if (secret !== undefined && !this.policies.entries.has(quotaKey(tenant, resource))) {
       return { ...p, tenant: hashKey(secret, tenant), resource: storedResource };
     }
     return { ...p, tenant: storedTenant, resource: storedResource };
   }
 
   private keyClass(tenant: string, resource: string): string {
-    return this.policySet.entries.has(quotaKey(tenant, resource)) ? tenant : "default";
+    return this.policies.entries.has(quotaKey(tenant, resource)) ? tenant : "default";
   }
 
   private slice(policy: KeyPolicy): { cap: number; rate: number } {
@@ -241,6 +268,7 @@ export class Limiter {
   async check(tenant: string, resource: string, cost = 1): Promise<CheckResult> {
     const started = monotonicNow();
     const policy = this.resolve(tenant, resource);
+    if (this.policyUnknown()) return this.record(this.degraded(policy, cost, false), started);
     // In-process leases exist for the token bucket only (the window algorithms keep static slices).
     if (this.config.leased.enabled && policy.limit.algorithm === "token_bucket") {
       const client = this.leases.get(policy);
@@ -259,11 +287,11 @@ export class Limiter {
   }
 
   /** Store unavailable: tokens already leased to this process, then fail-open (if configured) or deny. */
-  private degraded(policy: KeyPolicy, cost: number): CheckResult {
+  private degraded(policy: KeyPolicy, cost: number, failOpen = true): CheckResult {
     const client = this.leases.peek(policy);
     if (client?.tryTake(cost))
       return { ...this.local(policy, true, "lease", client.available()), degraded: true };
-    if (this.config.failMode === "open") {
+    if (failOpen && this.config.failMode === "open") {
       const r = this.failOpen.take(policy, cost);
       return this.local(policy, r.allowed, "fail_open", r.remaining);
     }
@@ -273,6 +301,7 @@ export class Limiter {
   async checkCompound(items: readonly CompoundItem[]): Promise<CompoundResult> {
     const started = monotonicNow();
     const policies = items.map((i, idx) => this.resolve(i.tenant, i.resource, `limits[${idx}].`));
+    if (this.policyUnknown()) return this.degradedCompound(policies, items);
     try {
       const d = await this.store.checkCompound(
         policies.map((policy, i) => ({ policy, cost: items[i]!.cost })),
@@ -388,7 +417,7 @@ export class Limiter {
   /** Every configured region with its base share under this key's policy. */
   regionShares(tenant: string, resource: string): { id: string; baseShare: number; floorShare: number }[] {
     return this.regionIds.map((id) => {
-      const p = resolvePolicy(this.policySet, this.regionIds, id, tenant, resource, {
+      const p = resolveEffective(this.policySets, this.regionIds, id, tenant, resource, {
         floorPpm: this.config.floorPpm,
       });
       return { id, baseShare: p.baseShare, floorShare: p.floorShare };
@@ -397,7 +426,7 @@ export class Limiter {
 
   /** The spec behind a key (for inspection output). */
   spec(tenant: string, resource: string) {
-    return lookupPolicy(this.policySet, tenant, resource);
+    return lookupPolicy(this.policies, tenant, resource);
   }
 
   async ready(): Promise<boolean> {

@@ -158,10 +158,12 @@ describe("GET /openapi.json", () => {
     "GET /openapi.json",
     "GET /readyz",
     "GET /v1/policies",
+    "GET /v1/policy",
     "GET /v1/quotas/{tenant}/{resource}",
     "POST /v1/check",
     "POST /v1/refund",
     "PUT /v1/policies/{tenant}/{resource}",
+    "PUT /v1/policy",
   ];
 
   async function document(app: FastifyInstance) {

@@ -1,0 +1,109 @@
+// The policy admin API (docs/design.md §3.4), behind the admin token:
+//   GET /v1/policy                     the version rolled out, its document, each region's ack
+//   PUT /v1/policy                     propose a whole policies document
+//   PUT /v1/policies/:tenant/:resource propose the current document with one policy replaced
+// Replicated: the region's gossip daemon numbers the proposal and rolls it out
+// (202 once numbered); static (one region): applied here at once (200).
+import { parsePolicySpec } from "@geoquota/config";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { z } from "zod";
+import { LimiterError } from "./errors.js";
+import { validateKeyPart } from "./key-hygiene.js";
+import type { RouteDoc } from "./openapi.js";
+import type { PolicyAdmin } from "./policy-source.js";
+import { ErrorSchema } from "./validation.js";
+
+const VersionIdSchema = z.strictObject({ version: z.number().int(), origin: z.string() }).nullable();
+export const PolicyStateSchema = z
+  .strictObject({
+    region: z.string(),
+    replicated: z.boolean(),
+    phase: z.enum(["stable", "rolling_out", "waiting", "unknown"]),
+    target: VersionIdSchema,
+    completed: VersionIdSchema,
+    growAtUs: z.number().nullable(),
+    policies: z.unknown(),
+    regions: z.array(z.strictObject({ id: z.string(), acked: VersionIdSchema })),
+  })
+  .meta({ id: "PolicyState" });
+
+const bad = { description: "invalid policy; `field` names it", schema: ErrorSchema };
+const unauthorized = { description: "missing or wrong bearer token", schema: ErrorSchema };
+const proposed = {
+  200: { description: "unchanged (replicated: the same document) or applied (one region)" },
+  202: { description: "proposed: numbered by the gossip daemon and rolling out to every region" },
+  400: bad,
+  401: unauthorized,
+};
+
+/** A policies document with the (tenant, resource) entry replaced (or added; tenant `*` = the resource's default). */
+function withEntry(doc: unknown, tenant: string, resource: string, spec: Record<string, unknown>): unknown {
+  const d = doc as { policies?: Record<string, unknown>[] };
+  const list = (d.policies ?? []).filter((p) => !(p.tenant === tenant && p.resource === resource));
+  return { ...(doc as object), policies: [...list, { tenant, resource, ...spec }] };
+}
+
+export function registerPolicyRoutes(
+  app: FastifyInstance,
+  deps: {
+    readonly admin: PolicyAdmin;
+    readonly requireAdmin: (req: FastifyRequest) => Promise<void>;
+    readonly keyMaxLength: number;
+    readonly regionIds: readonly string[];
+  },
+): void {
+  const { admin, requireAdmin } = deps;
+  const getDoc: RouteDoc = {
+    summary: "The policy version rolled out, its document, and each region's acknowledgement",
+    tags: ["admin"],
+    admin: true,
+    responses: { 200: { description: "the rollout state", schema: PolicyStateSchema }, 401: unauthorized },
+  };
+  app.get("/v1/policy", { preHandler: requireAdmin, config: { openapi: getDoc } }, async () => admin.state());
+
+  const putDoc: RouteDoc = {
+    summary: "Propose a whole policies document (refused whole, naming the field, when invalid)",
+    tags: ["admin"],
+    admin: true,
+    responses: proposed,
+  };
+  app.put("/v1/policy", { preHandler: requireAdmin, config: { openapi: putDoc } }, async (req, reply) => {
+    const r = await admin.propose(req.body);
+    reply.code(r.unchanged || !r.state.replicated ? 200 : 202);
+    return r;
+  });
+
+  const putOne: RouteDoc = {
+    summary: "Propose one policy change (tenant `*`: the resource's default)",
+    tags: ["admin"],
+    admin: true,
+    responses: proposed,
+  };
+  app.put<{ Params: { tenant: string; resource: string } }>(
+    "/v1/policies/:tenant/:resource",
+    { preHandler: requireAdmin, config: { openapi: putOne } },
+    async (req, reply) => {
+      const { tenant, resource } = req.params;
+      if (tenant !== "*") validateKeyPart("tenant", tenant, deps.keyMaxLength);
+      validateKeyPart("resource", resource, deps.keyMaxLength);
+      const spec = parsePolicySpec(req.body, deps.regionIds);
+      if (!spec.ok) {
+        const first = spec.issues[0] ?? "body: invalid";
+        throw new LimiterError("GQ_ERR_INVALID_POLICY", first, { field: first.slice(0, first.indexOf(":")) });
+      }
+      const current = admin.state();
+      if (current.policies === null || typeof current.policies !== "object") {
+        throw new LimiterError(
+          "GQ_ERR_POLICY_UNKNOWN",
+          "this region does not know the current policies yet; retry, or PUT /v1/policy with a whole document",
+        );
+      }
+      const r = await admin.propose(
+        withEntry(current.policies, tenant, resource, req.body as Record<string, unknown>),
+      );
+      req.log.info({ event: "policy_changed", tenant, resource, spec: spec.spec }, "policy changed");
+      reply.code(r.unchanged || !r.state.replicated ? 200 : 202);
+      return { tenant, resource, ...spec.spec, ...r };
+    },
+  );
+}

@@ -1,0 +1,291 @@
+// Where a limiter's policies come from (docs/design.md §3.4).
+//
+// Replicated (a multi-region config): the region's gossip daemon owns the
+// versioned policy state and writes a snapshot of it to the region's Redis;
+// this poller reads it every limiterStaleMs / 4 and hands the limiter the
+// versions to meet (the completed one and every newer one known). A snapshot
+// is used only until (the instant its read was *sent*) + limiterStaleMs: the
+// daemon acknowledges a version to the other regions only limiterStaleMs after
+// writing it, so by then every limiter of the region enforces it or has
+// stopped deciding. Proposals go to the daemon through Redis; the daemon
+// numbers them.
+//
+// Static (one region, or `policy.replicated: false`): the policies file, and
+// a change applies to this process at once — nobody else shares the limit.
+import { randomUUID } from "node:crypto";
+import { ConfigError, type PolicySet, parsePolicies, parseQuotaKey } from "@geoquota/config";
+import { LimiterError } from "./errors.js";
+
+export interface VersionId {
+  readonly version: number;
+  readonly origin: string;
+}
+
+/** What a limiter reads of the daemon's snapshot (the full shape: @geoquota/rollout). */
+export interface RolloutView {
+  readonly target: VersionId;
+  readonly completed: VersionId;
+  readonly phase: "stable" | "rolling_out" | "waiting";
+  readonly growAtUs: number | null;
+  /** The completed version's document first, then every newer known one, ascending. */
+  readonly docs: readonly (VersionId & { readonly proposalId?: string; readonly policies: unknown })[];
+  readonly regions: Readonly<Record<string, { readonly acked: VersionId | null }>>;
+}
+
+/** The answer of `GET /v1/policy` (and what the CLI prints). */
+export interface PolicyState {
+  readonly region: string;
+  readonly replicated: boolean;
+  /** "unknown": this limiter has no usable snapshot (it denies until it has one). */
+  readonly phase: RolloutView["phase"] | "unknown";
+  readonly target: VersionId | null;
+  readonly completed: VersionId | null;
+  readonly growAtUs: number | null;
+  /** The target version's policies document. */
+  readonly policies: unknown;
+  readonly regions: readonly { id: string; acked: VersionId | null }[];
+}
+
+export interface ProposeResult {
+  readonly unchanged: boolean;
+  readonly proposalId?: string;
+  /** After the daemon numbered the proposal (or the wait ran out: then the target is the old one). */
+  readonly state: PolicyState;
+}
+
+/** What the admin routes use, replicated or static. */
+export interface PolicyAdmin {
+  state(): PolicyState;
+  /** Validates the whole document (refused whole, naming the field) and proposes it. */
+  propose(policies: unknown): Promise<ProposeResult>;
+  stop(): void;
+}
+
+/** The limiter's side of it. */
+export interface PolicyTarget {
+  setPolicies(sets: readonly PolicySet[]): void;
+  /** Checks fail closed once the limiter's monotonic clock passes this (undefined: no limit). */
+  setPolicyValidUntil(monoMs: number | undefined): void;
+}
+
+/** Every weights field of a document, by where it is (default, tenant/resource). */
+function weightsOf(doc: unknown): Record<string, unknown> {
+  const d = (doc ?? {}) as { default?: { weights?: unknown }; policies?: Record<string, unknown>[] };
+  const out: Record<string, unknown> = { default: d.default?.weights };
+  for (const p of d.policies ?? []) out[`${String(p.tenant)}/${String(p.resource)}`] = p.weights;
+  return out;
+}
+
+const idOf = (v: VersionId): string => `v${v.version}@${v.origin}`;
+const sameId = (a: VersionId | null | undefined, b: VersionId | null | undefined): boolean =>
+  a != null && b != null && a.version === b.version && a.origin === b.origin;
+
+/** Parses a proposed document against the configured regions; a bad one is a 400 naming the field. */
+export function validatePolicies(raw: unknown, regionIds: readonly string[], label = "policies"): PolicySet {
+  try {
+    return parsePolicies(raw, label, regionIds);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    const first = err.issues[0] ?? "(root): invalid";
+    throw new LimiterError("GQ_ERR_INVALID_POLICY", first, {
+      field: first.slice(0, first.indexOf(":")),
+    });
+  }
+}
+
+const canonical = (v: unknown): string =>
+  JSON.stringify(v, (_k, x: unknown) =>
+    x !== null && typeof x === "object" && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1)))
+      : x,
+  );
+
+export interface ReplicatedDeps {
+  readonly region: string;
+  readonly regionIds: readonly string[];
+  readonly staleMs: number;
+  /** Reads the daemon's snapshot; null when there is none (yet). */
+  read(): Promise<RolloutView | null>;
+  /** Hands a proposal to the daemon. */
+  push(proposal: { proposalId: string; policies: unknown; at: number }): Promise<void>;
+  readonly target: PolicyTarget;
+  /** Monotonic ms. */
+  readonly now: () => number;
+  readonly onEvent?: (
+    event: "policy_version" | "policy_read_failed" | "policy_invalid",
+    detail: object,
+  ) => void;
+  /** How long propose() waits for the daemon to number the proposal. */
+  readonly proposeWaitMs?: number;
+}
+
+/** The poller of the daemon's snapshot, and proposals through it. */
+export class ReplicatedPolicies implements PolicyAdmin {
+  private last: RolloutView | null = null;
+  private readonly parsed = new Map<string, PolicySet>();
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private failing = false;
+  /** When the read of the snapshot in force was sent (monotonic ms). */
+  private lastReadSent = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly deps: ReplicatedDeps) {
+    deps.target.setPolicyValidUntil(Number.NEGATIVE_INFINITY); // nothing known yet: fail closed
+  }
+
+  /** First read now, then every staleMs / 4. */
+  start(): Promise<void> {
+    const loop = async () => {
+      await this.poll();
+      if (!this.stopped) {
+        this.timer = setTimeout(loop, Math.max(10, Math.floor(this.deps.staleMs / 4)));
+        this.timer.unref();
+      }
+    };
+    return loop();
+  }
+
+  /** One read; a failure leaves the last snapshot in force until it goes stale. */
+  async poll(): Promise<RolloutView | null> {
+    const sent = this.deps.now();
+    let view: RolloutView | null;
+    try {
+      view = await this.deps.read();
+    } catch (err) {
+      if (!this.failing) this.deps.onEvent?.("policy_read_failed", { error: (err as Error).message });
+      this.failing = true;
+      return this.last;
+    }
+    this.failing = false;
+    if (view === null) return this.last; // the daemon has not written one (yet, or Redis lost it)
+    let sets: PolicySet[];
+    try {
+      sets = view.docs.map((d) => {
+        const k = idOf(d);
+        let set = this.parsed.get(k);
+        if (set === undefined) {
+          set = parsePolicies(d.policies, `policy ${k}`, this.deps.regionIds);
+          this.parsed.set(k, set);
+        }
+        return set;
+      });
+    } catch (err) {
+      // The daemon validated it against the same regions: a mismatch is a misconfiguration.
+      this.deps.onEvent?.("policy_invalid", { error: (err as Error).message });
+      return this.last;
+    }
+    if (sets.length === 0) return this.last;
+    if (!sameId(this.last?.target, view.target) || !sameId(this.last?.completed, view.completed)) {
+      this.deps.onEvent?.("policy_version", {
+        target: idOf(view.target),
+        completed: idOf(view.completed),
+        phase: view.phase,
+      });
+      // Documents older than the completed version are never needed again.
+      for (const k of [...this.parsed.keys()])
+        if (!view.docs.some((d) => idOf(d) === k)) this.parsed.delete(k);
+    }
+    this.deps.target.setPolicies(sets);
+    this.deps.target.setPolicyValidUntil(sent + this.deps.staleMs);
+    this.lastReadSent = sent;
+    this.last = view;
+    return view;
+  }
+
+  state(): PolicyState {
+    const v = this.last;
+    const usable = v !== null && !this.staleAt(this.deps.now());
+    return {
+      region: this.deps.region,
+      replicated: true,
+      phase: usable && v !== null ? v.phase : "unknown",
+      target: v?.target ?? null,
+      completed: v?.completed ?? null,
+      growAtUs: v?.growAtUs ?? null,
+      policies: v?.docs.find((d) => sameId(d, v.target))?.policies ?? null,
+      regions: this.deps.regionIds.map((id) => ({ id, acked: v?.regions[id]?.acked ?? null })),
+    };
+  }
+
+  private staleAt(now: number): boolean {
+    return now > this.lastReadSent + this.deps.staleMs;
+  }
+
+  async propose(policies: unknown): Promise<ProposeResult> {
+    validatePolicies(policies, this.deps.regionIds);
+    const current = this.state();
+    if (current.policies !== null && canonical(current.policies) === canonical(policies))
+      return { unchanged: true, state: current };
+    const proposalId = randomUUID();
+    await this.deps.push({ proposalId, policies, at: Date.now() });
+    const deadline = this.deps.now() + (this.deps.proposeWaitMs ?? 5000);
+    while (this.deps.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      const v = await this.poll();
+      if (v?.docs.some((d) => d.proposalId === proposalId)) break;
+    }
+    return { unchanged: false, proposalId, state: this.state() };
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+  }
+}
+
+/** A policies document from a parsed set (when the caller has no file text, e.g. tests). */
+export function documentOf(set: PolicySet): Record<string, unknown> {
+  return {
+    default: { ...set.default },
+    policies: [...set.entries].map(([k, spec]) => ({ ...parseQuotaKey(k), ...spec })),
+  };
+}
+
+/**
+ * Not replicated: the file, changed in this process only (version counted
+ * locally). With several regions configured, base shares must agree across
+ * them (Σ b_i ≤ U), so a change of weights is refused here.
+ */
+export class StaticPolicies implements PolicyAdmin {
+  private version = 0;
+  constructor(
+    private readonly region: string,
+    private readonly regionIds: readonly string[],
+    private policies: unknown,
+    private readonly target: PolicyTarget,
+  ) {}
+
+  state(): PolicyState {
+    const id = { version: this.version, origin: this.region };
+    return {
+      region: this.region,
+      replicated: false,
+      phase: "stable",
+      target: id,
+      completed: id,
+      growAtUs: null,
+      policies: this.policies,
+      regions: this.regionIds.map((r) => ({ id: r, acked: r === this.region ? id : null })),
+    };
+  }
+
+  async propose(policies: unknown): Promise<ProposeResult> {
+    const set = validatePolicies(policies, this.regionIds);
+    if (canonical(policies) === canonical(this.policies)) return { unchanged: true, state: this.state() };
+    if (this.regionIds.length > 1) {
+      const weights = (doc: unknown) => canonical(weightsOf(doc));
+      if (weights(policies) !== weights(this.policies))
+        throw new LimiterError(
+          "GQ_ERR_INVALID_POLICY",
+          "weights: without policy replication (policy.replicated), change weights in policies.json of every region together",
+          { field: "weights" },
+        );
+    }
+    this.policies = policies;
+    this.version++;
+    this.target.setPolicies([set]);
+    return { unchanged: false, state: this.state() };
+  }
+
+  stop(): void {}
+}
