@@ -1,0 +1,187 @@
+// The replicated policy source (docs/design.md §3.4): a limiter enforces the
+// meet of the versions in the daemon's snapshot, uses a snapshot only until
+// its read was sent + limiterStaleMs, and fails closed before and after.
+import type { PolicySet } from "@geoquota/config";
+import { describe, expect, it } from "vitest";
+import { LimiterError } from "../src/errors.js";
+import {
+  type PolicyTarget,
+  ReplicatedPolicies,
+  type RolloutView,
+  StaticPolicies,
+} from "../src/policy-source.js";
+
+const REGIONS = ["us-east", "eu-west"];
+const doc = (capacity: number, weights?: Record<string, number>) => ({
+  default: { capacity, refillPerSecond: capacity, ...(weights ? { weights } : {}) },
+  policies: [],
+});
+
+function view(
+  docs: { version: number; capacity: number; proposalId?: string }[],
+  completed = 0,
+): RolloutView {
+  const ids = docs.map((d) => ({ version: d.version, origin: d.version === 0 ? "seed" : "us-east" }));
+  const target = ids[ids.length - 1]!;
+  return {
+    target,
+    completed: ids[completed]!,
+    phase: ids.length > 1 ? "rolling_out" : "stable",
+    growAtUs: null,
+    docs: docs.map((d, i) => ({
+      ...ids[i]!,
+      ...(d.proposalId ? { proposalId: d.proposalId } : {}),
+      policies: doc(d.capacity),
+    })),
+    regions: Object.fromEntries(REGIONS.map((r) => [r, { acked: target }])),
+  };
+}
+
+function harness(initial: RolloutView | null) {
+  let now = 1000;
+  let snapshot: RolloutView | null = initial;
+  let failing = false;
+  let readLatencyMs = 0;
+  const pushed: { proposalId: string; policies: unknown }[] = [];
+  const seen: { sets: readonly PolicySet[]; validUntil: number | undefined } = {
+    sets: [],
+    validUntil: undefined,
+  };
+  const target: PolicyTarget = {
+    setPolicies: (sets) => {
+      seen.sets = sets;
+    },
+    setPolicyValidUntil: (ms) => {
+      seen.validUntil = ms;
+    },
+  };
+  const source = new ReplicatedPolicies({
+    region: "us-east",
+    regionIds: REGIONS,
+    staleMs: 1000,
+    read: async () => {
+      now += readLatencyMs; // the answer arrives later than the read was sent
+      if (failing) throw new Error("redis down");
+      return snapshot;
+    },
+    push: async (p) => {
+      pushed.push(p);
+      // The daemon numbers it on its next round.
+      const v = snapshot as RolloutView;
+      snapshot = view([
+        { version: 0, capacity: 10 },
+        {
+          version: v.target.version + 1,
+          capacity: (p.policies as ReturnType<typeof doc>).default.capacity,
+          proposalId: p.proposalId,
+        },
+      ]);
+    },
+    target,
+    now: () => now,
+    proposeWaitMs: 2000,
+  });
+  return {
+    source,
+    seen,
+    pushed,
+    advance: (ms: number) => {
+      now += ms;
+    },
+    set: (v: RolloutView | null) => {
+      snapshot = v;
+    },
+    fail: (f: boolean) => {
+      failing = f;
+    },
+    latency: (ms: number) => {
+      readLatencyMs = ms;
+    },
+  };
+}
+
+describe("replicated policy source", () => {
+  it("fails closed until the first snapshot, then enforces every version in it (the meet)", async () => {
+    const h = harness(null);
+    expect(h.seen.validUntil).toBe(Number.NEGATIVE_INFINITY);
+    await h.source.poll();
+    expect(h.seen.validUntil).toBe(Number.NEGATIVE_INFINITY);
+    expect(h.source.state().phase).toBe("unknown");
+    h.set(
+      view([
+        { version: 0, capacity: 10 },
+        { version: 1, capacity: 4 },
+      ]),
+    );
+    await h.source.poll();
+    expect(h.seen.sets.map((s) => s.default.capacity)).toEqual([10, 4]);
+    expect(h.seen.validUntil).toBe(1000 + 1000);
+    expect(h.source.state()).toMatchObject({
+      phase: "rolling_out",
+      target: { version: 1 },
+      completed: { version: 0 },
+    });
+  });
+
+  it("a snapshot stays usable until its read was sent + limiterStaleMs, then the state is unknown", async () => {
+    const h = harness(view([{ version: 0, capacity: 10 }]));
+    h.latency(40);
+    await h.source.poll();
+    expect(h.seen.validUntil).toBe(2000); // sent at 1000, answered at 1040
+    h.latency(0);
+    h.fail(true);
+    h.advance(900);
+    await h.source.poll();
+    expect(h.seen.validUntil).toBe(2000); // a failed read extends nothing
+    expect(h.source.state().phase).toBe("stable");
+    h.advance(61);
+    expect(h.source.state().phase).toBe("unknown");
+    h.fail(false);
+    await h.source.poll();
+    expect(h.seen.validUntil).toBe(2001 + 1000);
+  });
+
+  it("a snapshot that vanished (Redis lost it) extends nothing: the daemon must write it again", async () => {
+    const h = harness(view([{ version: 0, capacity: 10 }]));
+    await h.source.poll();
+    h.set(null);
+    h.advance(500);
+    await h.source.poll();
+    expect(h.seen.validUntil).toBe(2000);
+  });
+
+  it("propose: validated whole (400 naming the field), pushed to the daemon, answered once numbered", async () => {
+    const h = harness(view([{ version: 0, capacity: 10 }]));
+    await h.source.poll();
+    const bad = h.source.propose({ default: { capacity: -1, refillPerSecond: 1 }, policies: [] });
+    await expect(bad).rejects.toBeInstanceOf(LimiterError);
+    await expect(bad).rejects.toMatchObject({ code: "GQ_ERR_INVALID_POLICY", field: "default.capacity" });
+    expect(h.pushed).toEqual([]);
+    const same = await h.source.propose(doc(10));
+    expect(same.unchanged).toBe(true);
+    expect(h.pushed).toEqual([]);
+    const r = await h.source.propose(doc(20));
+    expect(h.pushed).toHaveLength(1);
+    expect(r).toMatchObject({ unchanged: false, proposalId: h.pushed[0]!.proposalId });
+    expect(r.state.target).toEqual({ version: 1, origin: "us-east" });
+    expect(h.seen.sets.map((s) => s.default.capacity)).toEqual([10, 20]);
+  });
+});
+
+describe("static policy source", () => {
+  it("applies a change in this process and counts versions; refuses a weights change with several regions", async () => {
+    let sets: readonly PolicySet[] = [];
+    const s = new StaticPolicies("us-east", REGIONS, doc(10), {
+      setPolicies: (x) => {
+        sets = x;
+      },
+      setPolicyValidUntil: () => {},
+    });
+    const r = await s.propose(doc(30));
+    expect(r.state.target).toEqual({ version: 1, origin: "us-east" });
+    expect(sets[0]?.default.capacity).toBe(30);
+    await expect(s.propose(doc(30, { "us-east": 3, "eu-west": 1 }))).rejects.toMatchObject({
+      field: "weights",
+    });
+  });
+});
