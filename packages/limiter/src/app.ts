@@ -69,7 +69,7 @@ export interface AppDeps {
    * Where policy changes go (docs/design.md §3.4): main passes the replicated
    * source of a multi-region config; default: this process only (static).
    */
-  readonly policyAdmin?: (limiter: Limiter) => PolicyAdmin;
+  readonly policyAdmin?: (limiter: Limiter, app: FastifyInstance) => PolicyAdmin;
   /** The policies document `policies` was parsed from (static mode; default: rebuilt from the set). */
   readonly policiesDocument?: unknown;
   /** Metrics registry; a fresh one by default (tests build many apps). */
@@ -193,7 +193,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const deniedStatus = deps.config.deniedStatus ?? 429;
   // Leases held by this process go back to the bucket on shutdown; the store is the caller's.
   const policyAdmin =
-    deps.policyAdmin?.(limiter) ??
+    deps.policyAdmin?.(limiter, app) ??
     new StaticPolicies(
       limiter.region,
       limiter.regions,
@@ -363,14 +363,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.get(
     "/readyz",
-    doc("Readiness: the store answers", {
+    doc("Readiness: the store answers and the region's policies are known", {
       200: { description: "ready", schema: ReadySchema },
-      503: { description: "the store did not answer", schema: NotReadySchema },
+      503: {
+        description: "the store did not answer, or the policies are not known yet",
+        schema: NotReadySchema,
+      },
     }),
     async (_req, reply: FastifyReply) => {
       const ok = await limiter.ready();
-      if (!ok) {
-        const e = new LimiterError("GQ_ERR_STORE_UNAVAILABLE");
+      // A replicated region's limiter decides nothing before it has read its policies (§3.4).
+      const known = policyAdmin.state().phase !== "unknown";
+      if (!ok || !known) {
+        const e = new LimiterError(ok ? "GQ_ERR_POLICY_UNKNOWN" : "GQ_ERR_STORE_UNAVAILABLE");
         events?.emit(
           "warn",
           "http_5xx",

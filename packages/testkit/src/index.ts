@@ -25,6 +25,8 @@ export {
 export {
   type Admission,
   checkGlobalBound,
+  type LimitSchedule,
+  type LimitSegment,
   matchRefunds,
   type OracleLimit,
   type OracleVerdict,

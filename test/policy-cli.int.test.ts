@@ -1,0 +1,159 @@
+// `geoquota policy get | diff | apply | set | status` as a black box (the
+// built CLI) against a real 2-region cluster, and the gossip daemon's SIGHUP
+// reload of the policies file, observed through the admin HTTP API of the
+// other region (docs/design.md §3.4).
+import { spawn } from "node:child_process";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type Cluster, startCluster } from "@geoquota/cli";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const bin = fileURLToPath(new URL("../packages/cli/bin/geoquota.mjs", import.meta.url));
+const seed = fileURLToPath(new URL("./fixtures/policies-rollout.json", import.meta.url));
+const TOKEN = "local-cluster-admin";
+
+function cli(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; out: string; err: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, "policy", ...args], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, ...env },
+    });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (c: Buffer) => {
+      out += c.toString();
+    });
+    child.stderr.on("data", (c: Buffer) => {
+      err += c.toString();
+    });
+    child.once("error", reject);
+    child.once("exit", (code) => resolve({ code: code ?? -1, out, err }));
+  });
+}
+
+interface VersionId {
+  version: number;
+  origin: string;
+}
+
+describe("geoquota policy against a real cluster", () => {
+  let cluster: Cluster;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "gq-policy-cli-"));
+    const policiesFile = join(dir, "policies.json");
+    copyFileSync(seed, policiesFile);
+    cluster = await startCluster({
+      regions: 2,
+      policiesFile,
+      configOverrides: { lease: { epsilonMs: 100, loanDurationMs: 1500 } },
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await cluster?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const url = () => ["--url", cluster.regions[0]!.url, "--token", TOKEN];
+  const file = (name: string, doc: unknown) => {
+    const p = join(dir, name);
+    writeFileSync(p, JSON.stringify(doc));
+    return p;
+  };
+  const seedDoc = () => JSON.parse(readFileSync(seed, "utf8")) as { policies: Record<string, unknown>[] };
+
+  it("get, diff, apply, status --wait, set; a bad file is refused whole naming the field", async () => {
+    const get = await cli(["get", ...url()]);
+    expect(get.code, get.err).toBe(0);
+    expect(get.out).toMatch(/^# v0@seed \(stable\)/);
+    expect(JSON.parse(get.out.slice(get.out.indexOf("\n") + 1))).toEqual(seedDoc());
+
+    const next = seedDoc();
+    next.policies[0] = { ...next.policies[0], capacity: 50 };
+    const nextFile = file("next.json", next);
+    const diff = await cli(["diff", nextFile, "--exit-code", ...url()]);
+    expect(diff.code).toBe(1);
+    expect(diff.out).toBe(
+      '~ policies[rollout_tenant/api] {"algorithm":"token_bucket","capacity":30,"refillPerSecond":15} -> {"algorithm":"token_bucket","capacity":50,"refillPerSecond":15}\n',
+    );
+
+    const bad = seedDoc();
+    bad.policies[0] = { ...bad.policies[0], capacity: -3 };
+    const refused = await cli(["apply", file("bad.json", bad), ...url()]);
+    expect(refused.code).toBe(2);
+    expect(refused.err).toMatch(/policies\[0\]\.capacity/);
+
+    const apply = await cli(["apply", nextFile, "--json", ...url()]);
+    expect(apply.code, apply.err).toBe(0);
+    const target = (JSON.parse(apply.out) as { state: { target: VersionId } }).state.target;
+    expect(target.version).toBe(1);
+
+    // Any region answers for the cluster: status through the other region, with its config file.
+    const status = await cli(["status", "--wait", "30s", "--config", cluster.regions[1]!.configPath]);
+    expect(status.code, status.out + status.err).toBe(0);
+    expect(status.out).toContain(
+      `target v1@${target.origin}, completed here v1@${target.origin}, phase stable`,
+    );
+
+    const same = await cli(["apply", nextFile, ...url()]);
+    expect(same.out).toMatch(/^no change/);
+    expect((await cli(["diff", nextFile, "--exit-code", ...url()])).out).toBe("no changes\n");
+
+    // The token may come from the environment; the region must still be named.
+    const set = await cli(["set", "cust_new", "api", '{"capacity":7,"refillPerSecond":1}'], {
+      GEOQUOTA_ADMIN_TOKEN: TOKEN,
+    });
+    expect(set.code).toBe(2);
+    expect(set.err).toMatch(/--url/);
+    const set2 = await cli(["set", "cust_new", "api", '{"capacity":7,"refillPerSecond":1}', ...url()]);
+    expect(set2.code, set2.err).toBe(0);
+    expect(set2.out).toMatch(/^proposed v2@/);
+    const after = await cli(["status", "--wait", "30s", "--json", ...url()]);
+    expect(after.code, after.out).toBe(0);
+    expect(JSON.parse(after.out).target.version).toBe(2);
+    const shown = await cli(["get", "--json", ...url()]);
+    expect(JSON.parse(shown.out).policies.policies).toContainEqual({
+      tenant: "cust_new",
+      resource: "api",
+      capacity: 7,
+      refillPerSecond: 1,
+    });
+  }, 120_000);
+
+  it("SIGHUP makes a gossip daemon propose its edited policies file; every region rolls it out", async () => {
+    const before = (await await fetch(`${cluster.regions[1]!.url}/v1/policy`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    }).then((r) => r.json())) as { target: VersionId };
+    const edited = seedDoc();
+    edited.policies.push({ tenant: "cust_hup", resource: "api", capacity: 9, refillPerSecond: 3 });
+    writeFileSync(cluster.policiesPath, JSON.stringify(edited));
+    const pid = cluster.regions[0]!.gossip.child.pid;
+    expect(pid).toBeTypeOf("number");
+    process.kill(pid as number, "SIGHUP");
+    const deadline = Date.now() + 30_000;
+    let seen: { target: VersionId; phase: string; policies: { policies: unknown[] } } | undefined;
+    while (Date.now() < deadline) {
+      const res = await fetch(`${cluster.regions[1]!.url}/v1/policy`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      seen = (await res.json()) as typeof seen;
+      if (seen && seen.target.version > before.target.version && seen.phase === "stable") break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(seen?.target.version).toBe(before.target.version + 1);
+    expect(seen?.policies).toEqual(edited);
+    // A bad file on SIGHUP is refused whole: no new version.
+    writeFileSync(cluster.policiesPath, '{"default": {"capacity": "many"}}');
+    process.kill(pid as number, "SIGHUP");
+    await new Promise((r) => setTimeout(r, 2000));
+    const still = (await fetch(`${cluster.regions[1]!.url}/v1/policy`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    }).then((r) => r.json())) as { target: VersionId };
+    expect(still.target).toEqual(seen?.target);
+  }, 60_000);
+});
