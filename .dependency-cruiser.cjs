@@ -51,6 +51,27 @@ module.exports = {
       },
     },
     {
+      name: "redis-imports-only-the-ground-floor",
+      comment:
+        "redis (the Lua loader, script bindings, connectRedis, the RegionStore and the daemon's Redis functions) imports only the ground floor (@geoquota/lease: the vocabulary and the store interface).",
+      severity: "error",
+      from: { path: "^packages/redis/src/" },
+      to: {
+        path: "^(packages/([^/]+)/|@geoquota/)",
+        pathNot: ["^packages/(redis|lease)/", "^@geoquota/lease$"],
+      },
+    },
+    {
+      name: "limiter-engine-knows-no-redis",
+      severity: "error",
+      comment:
+        "The limiter's engine (limiter, guarded store, breaker, fail modes, lease pool, leased client) runs on the store interface of @geoquota/lease: it never imports @geoquota/redis (nor its error type). main.ts, the index and the app wiring may.",
+      from: {
+        path: "^packages/limiter/src/(limiter|guarded-store|breaker|fail-open|lease-pool|leased-client|errors|types)\\.ts$",
+      },
+      to: { path: ourPackage(["redis"]) },
+    },
+    {
       name: "testkit-imports-only-spawners",
       severity: "error",
       comment:
@@ -65,7 +86,7 @@ module.exports = {
       name: "limiter-layer",
       severity: "error",
       comment:
-        "The limiter imports config, crdt and lease only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
+        "The limiter imports config, crdt, lease and redis only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
       from: { path: "^packages/limiter/src/" },
       to: { path: ourPackage(["gossip", "stream", "cli", "bench", "sim", "testkit"]) },
     },
@@ -79,9 +100,10 @@ module.exports = {
     {
       name: "stream-layer",
       severity: "error",
-      comment: "The stream package imports config and limiter: never gossip, the CLI or the bench.",
+      comment:
+        "The stream package imports config, lease and limiter: never gossip, the CLI or the bench, nor Redis directly (its Redis is the limiter's store).",
       from: { path: "^packages/stream/src/" },
-      to: { path: ourPackage(["gossip", "cli", "bench"]) },
+      to: { path: ourPackage(["gossip", "cli", "bench", "redis"]) },
     },
     {
       name: "bench-layer",

@@ -2,7 +2,7 @@
 # `gossip` (the daemon) are both commands of the same CLI.
 #   build stage:   the pinned pnpm (under /opt/pnpm, as scripts/lib/pnpm.sh does),
 #                  the workspace with dev dependencies, `scripts/build.sh` (tsc -b
-#                  to dist/, the Lua into the limiter package), then `pnpm deploy
+#                  to dist/, the Lua into the redis package), then `pnpm deploy
 #                  --prod` of the CLI: its built files and production
 #                  dependencies only (no TypeScript, no tsx, no test tools).
 #   runtime stage: Node LTS slim, that directory and the region configs, run as

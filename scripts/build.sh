@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Builds every package to dist/ (JavaScript + declarations, tsc project
 # references, incremental: a second run with nothing changed takes seconds)
-# and puts the Lua scripts and their library (lua/lib/) inside the limiter
-# package (packages/limiter/lua/, git-ignored; the top-level lua/ stays their
+# and puts the Lua scripts and their library (lua/lib/) inside the redis
+# package (packages/redis/lua/, git-ignored; the top-level lua/ stays their
 # source). Processes (the CLI and everything it spawns) run the built files,
 # bundled by scripts/bundle.mjs into one file per command
 # (packages/cli/dist/bundle/); tests import the sources.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pnpm exec tsc -b tsconfig.build.json
-rm -rf packages/limiter/lua && mkdir -p packages/limiter/lua/lib && cp lua/*.lua packages/limiter/lua/
-cp lua/lib/*.lua packages/limiter/lua/lib/
+rm -rf packages/redis/lua && mkdir -p packages/redis/lua/lib && cp lua/*.lua packages/redis/lua/
+cp lua/lib/*.lua packages/redis/lua/lib/
 cp packages/bench/src/*.mjs packages/bench/dist/
 node scripts/bundle.mjs

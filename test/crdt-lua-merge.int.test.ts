@@ -4,7 +4,7 @@
 // the result must equal the library's join of the same records.
 import { KeyRecord } from "@geoquota/crdt";
 import { initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
-import { createGossipStore, type LoanRecord } from "@geoquota/limiter/redis";
+import { createGossipStore, type LoanRecord } from "@geoquota/redis";
 import { type RedisServer, startRedis } from "@geoquota/testkit";
 import fc from "fast-check";
 import type { Redis } from "ioredis";

@@ -1,7 +1,7 @@
 // The packages as a user gets them: `pnpm pack` of every workspace package
 // (workspace:* becomes the version), installed into an empty directory, then
 //   - the limiter library, imported by a plain ESM script, serves checks
-//     against a real redis-server (Lua loaded from inside the tarball);
+//     against a real redis-server (Lua loaded from inside the @geoquota/redis tarball);
 //   - the CLI's `geoquota region --config F` from the installed bin (built JS,
 //     bundled per command, no tsx) answers POST /v1/check.
 // Needs the build (scripts/build.sh, run by the README's test command first).
@@ -76,9 +76,13 @@ describe("packed tarballs install into an empty directory and work", () => {
     const limiter = join(consumer, "node_modules", "@geoquota", "limiter");
     expect(existsSync(join(limiter, "dist", "index.js"))).toBe(true);
     expect(existsSync(join(limiter, "dist", "index.d.ts"))).toBe(true);
-    for (const f of readdirSync(join(root, "lua"))) expect(existsSync(join(limiter, "lua", f))).toBe(true);
+    // The Lua ships in @geoquota/redis (the limiter's dependency), the one package that loads it.
+    const store = join(consumer, "node_modules", ".pnpm");
+    const redisDir = readdirSync(store).find((d) => d.startsWith("@geoquota+redis@")) ?? "@geoquota+redis@?";
+    const redisPkg = join(store, redisDir, "node_modules", "@geoquota", "redis");
+    for (const f of readdirSync(join(root, "lua"))) expect(existsSync(join(redisPkg, "lua", f))).toBe(true);
     for (const f of readdirSync(join(root, "lua", "lib")))
-      expect(existsSync(join(limiter, "lua", "lib", f))).toBe(true);
+      expect(existsSync(join(redisPkg, "lua", "lib", f))).toBe(true);
     const cli = JSON.parse(
       readFileSync(join(consumer, "node_modules", "@geoquota", "cli", "package.json"), "utf8"),
     );

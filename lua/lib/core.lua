@@ -1,6 +1,6 @@
 -- lib/core.lua: numbers and formatting, policy, incarnation marker and
 -- recovery, capacity and rate. First of the library files (lua/lib/*.lua) that
--- the loader (packages/limiter/src/redis/scripts.ts, LIB_FILES) concatenates
+-- the loader (packages/redis/src/scripts.ts, LIB_FILES) concatenates
 -- in a fixed order and inserts into every script; not a script on its own.
 -- Each file may use only what the files before it (and itself, above) define.
 --

@@ -2,7 +2,7 @@
 // class after a few checks, per algorithm; the reference is a
 // rate-limiter-flexible key on the same Redis.
 import { type Algorithm, createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
-import { keyNames } from "@geoquota/limiter/redis";
+import { keyNames } from "@geoquota/redis";
 import type { RedisServer } from "@geoquota/procs";
 import type { Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";

@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type RegionConfig, loadRegionConfig } from "@geoquota/config";
-import { rotateIncarnation } from "@geoquota/limiter/redis";
+import { rotateIncarnation } from "@geoquota/redis";
 import { freePort, type RedisServer, repoRoot, startRedis, waitFor } from "@geoquota/testkit";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

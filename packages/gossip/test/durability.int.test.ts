@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeFrame, encodeFrame, KeyRecord, type Loan } from "@geoquota/crdt";
 import { initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
-import { createGossipStore } from "@geoquota/limiter/redis";
+import { createGossipStore } from "@geoquota/redis";
 import { type RedisServer, startRedis, startReplica } from "@geoquota/testkit";
 import { afterEach, expect, it } from "vitest";
 import { parseRegionConfig } from "@geoquota/config";

@@ -2,7 +2,7 @@
 // recovery_started/ended events reads every shard's incarnation marker, on a
 // standalone Redis and on a real 3-master Cluster.
 import { initFreshRegion } from "@geoquota/limiter";
-import { rotateIncarnation } from "@geoquota/limiter/redis";
+import { rotateIncarnation } from "@geoquota/redis";
 import { type RedisClusterServers, type RedisServer, startRedis, startRedisCluster } from "@geoquota/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 import { readRecovery, recoveryOf } from "../src/daemon/recovery.js";

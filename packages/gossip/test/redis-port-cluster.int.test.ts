@@ -3,7 +3,7 @@
 // to the tenant's slot.
 import { encodeKey } from "@geoquota/crdt";
 import { createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
-import { shardOf, shardSlot } from "@geoquota/limiter/redis";
+import { shardOf, shardSlot } from "@geoquota/redis";
 import { type RedisClusterServers, startRedisCluster } from "@geoquota/testkit";
 import type { Cluster } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";

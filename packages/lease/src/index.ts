@@ -81,6 +81,18 @@ export {
   shareBreakpoints,
 } from "./share.js";
 export { MemoryBucket } from "./memory-bucket.js";
+export {
+  type CompoundDecision,
+  type Decision,
+  type Lease,
+  type LoanRecord,
+  type QuotaView,
+  type RefundOutcome,
+  type RefundReceiptRef,
+  type RefundRefusal,
+  type RegionStore,
+  StoreMisuseError,
+} from "./store.js";
 export { pinExcess, pinsHold } from "./pins.js";
 export {
   ALGORITHMS,

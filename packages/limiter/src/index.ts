@@ -1,6 +1,6 @@
 // Public API of @geoquota/limiter: what a user embedding or running a regional
-// limiter needs (30 names). The Redis adapter the gossip daemon and tools use
-// is `@geoquota/limiter/redis`; building blocks shared with the other
+// limiter needs (30 names). The Redis store, the script bindings and the
+// daemon's Redis functions are the package `@geoquota/redis`; building blocks shared with the other
 // geoquota packages are `@geoquota/limiter/internal` (no stability promise).
 export { type AppConfig, type AppDeps, buildApp } from "./app.js";
 export { type ErrorCode, LimiterError } from "./errors.js";
@@ -26,5 +26,5 @@ export {
   initFreshRegion,
   NotDurableError,
   type RedisStoreOptions,
-} from "./redis/index.js";
+} from "@geoquota/redis";
 export type { Algorithm, Decision, KeyPolicy, Lease, LeaseTiming, RegionStore } from "./types.js";

@@ -13,12 +13,18 @@ import { type MonotonicClock, monotonicNow } from "./clock.js";
 import { isStoreUnavailable, LimiterError } from "./errors.js";
 import { type FailOpenBound, FailOpenBuckets } from "./fail-open.js";
 import { GuardedStore, type StoreErrorKind } from "./guarded-store.js";
-import { RedisStoreError } from "./redis/errors.js";
 import { hashKey, keyHashSecretOf, storedKeyPart } from "./key-hygiene.js";
 import { LeasePool } from "./lease-pool.js";
 import { ReceiptSigner } from "./receipts.js";
 import { breakerStateValue, type LimiterMetrics } from "./metrics.js";
-import { type Decision, type KeyPolicy, type QuotaView, type RegionStore, SHARE_UNITS } from "./types.js";
+import {
+  type Decision,
+  type KeyPolicy,
+  type QuotaView,
+  type RegionStore,
+  SHARE_UNITS,
+  StoreMisuseError,
+} from "./types.js";
 
 /** The parts of a region config the engine reads. */
 export type LimiterConfig = Pick<
@@ -132,7 +138,7 @@ export class Limiter {
         this.metrics?.storeErrors.inc({ op, kind });
         deps.onStoreError?.(op, kind, err);
       },
-      isMisuse: (err) => err instanceof RedisStoreError,
+      isMisuse: (err) => err instanceof StoreMisuseError,
     });
     const l = deps.config.leased;
     this.leases = new LeasePool(this.store, {

@@ -16,7 +16,7 @@ import {
   initFreshRegion,
   type PrimaryWatcher,
   waitReady,
-} from "./redis/index.js";
+} from "@geoquota/redis";
 import type { RegionStore } from "./types.js";
 
 export interface RegionService {

@@ -1,109 +1,23 @@
 // The limiter's core types: what a decision needs (a key's policy and this
-// region's place in it) and what comes back. The Redis-backed store
-// (src/redis/) implements `RegionStore`; the HTTP service, the Fastify plugin,
-// the leased in-process client and the gossip daemon use only these types.
-
-import type { KeyPolicy } from "@geoquota/lease";
-
-// The shared vocabulary is defined once, in the ground floor (@geoquota/lease).
+// region's place in it) and what comes back. They are defined once, in the
+// ground floor (@geoquota/lease: the shared vocabulary and the store
+// interface, src/store.ts); @geoquota/redis implements `RegionStore`; the HTTP
+// service, the Fastify plugin, the leased in-process client and the gossip
+// daemon use only these types.
 export {
   type Algorithm,
+  type CompoundDecision,
+  type Decision,
   type KeyPolicy,
+  type Lease,
   type LimitSpec,
+  type LoanRecord,
+  type QuotaView,
+  type RefundOutcome,
+  type RefundReceiptRef,
+  type RefundRefusal,
+  type RegionStore,
   SHARE_UNITS,
+  StoreMisuseError,
   type Timing as LeaseTiming,
 } from "@geoquota/lease";
-
-export interface Decision {
-  readonly allowed: boolean;
-  /** The global capacity C the tenant is entitled to. */
-  readonly limit: number;
-  /** Cost this region could still admit right now (≥ 0). */
-  readonly remaining: number;
-  /** Seconds until this region's slice is full again. */
-  readonly resetSeconds: number;
-  /** Seconds until `cost` could be admitted (0 when allowed). */
-  readonly retryAfterSeconds: number;
-  /** The share this region used for the decision, ppm. */
-  readonly share: number;
-  /** Redis TIME the script used, µs (lets tests replay decisions through the model). */
-  readonly nowUs: number;
-  /** True while the region is in recovery after state loss (DESIGN §4). */
-  readonly recovering: boolean;
-}
-
-export interface CompoundDecision {
-  readonly allowed: boolean;
-  /** One decision per limit, in request order; on denial, the first failing index. */
-  readonly parts: readonly Decision[];
-  readonly failedIndex: number;
-}
-
-export interface Lease {
-  readonly leaseId: string;
-  readonly granted: number;
-  /** Redis TIME at which the bucket stops reserving the lease, µs. */
-  readonly expiryUs: number;
-  readonly nowUs: number;
-}
-
-export interface LoanRecord {
-  readonly lender: string;
-  readonly borrower: string;
-  readonly units: number;
-  readonly deadlineUs: number;
-  readonly seq: number;
-}
-
-/** A region's view of one key (GET /v1/quotas/:tenant/:resource). */
-export interface QuotaView {
-  readonly tenant: string;
-  readonly resource: string;
-  readonly nowUs: number;
-  readonly share: number;
-  readonly recovering: boolean;
-  readonly tokens: number;
-  /** CRDT counters by replica id (`<region>.<incarnation>`). */
-  readonly counters: {
-    readonly admitted: Readonly<Record<string, number>>;
-    readonly refunded: Readonly<Record<string, number>>;
-    readonly denied: Readonly<Record<string, number>>;
-  };
-  /** Loans this region granted (still reserved) and received (in use or not). */
-  readonly loansOut: readonly LoanRecord[];
-  readonly loansIn: readonly LoanRecord[];
-}
-
-/** The admission a refund reverses, from its verified receipt (src/receipts.ts). */
-export interface RefundReceiptRef {
-  /** Unique per admission; the store refunds each id at most once. */
-  readonly id: string;
-  /** Redis TIME of the admission, µs: refused if before the current incarnation was born. */
-  readonly admittedUs: number;
-  /** Refused once Redis TIME reaches this, µs; the used id is remembered until then. */
-  readonly expiresUs: number;
-}
-
-/** Why the store refused a refund: receipt already used, past its window, or state lost since. */
-export type RefundRefusal = "used" | "expired" | "lost";
-
-export type RefundOutcome<D extends Decision = Decision> =
-  | { readonly refunded: true; readonly decision: D }
-  | { readonly refunded: false; readonly reason: RefundRefusal; readonly nowUs: number };
-
-/** The region's decision engine. One round-trip to the region's Redis per call. */
-export interface RegionStore {
-  readonly region: string;
-  check(policy: KeyPolicy, cost: number): Promise<Decision>;
-  /** Several limits admitted all-or-nothing, atomically. */
-  checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<CompoundDecision>;
-  /** Gives `cost` back for the admission `receipt` names, at most once (DESIGN §7). */
-  refund(policy: KeyPolicy, cost: number, receipt: RefundReceiptRef): Promise<RefundOutcome>;
-  acquireLease(policy: KeyPolicy, tokens: number, durationMs: number): Promise<Lease>;
-  /** Reports `used` of the lease's tokens as consumed and returns the rest. */
-  releaseLease(policy: KeyPolicy, leaseId: string, used: number): Promise<void>;
-  inspect(policy: KeyPolicy): Promise<QuotaView>;
-  /** Optional liveness probe (one cheap round-trip); readiness falls back to `inspect`. */
-  ping?(): Promise<void>;
-  close(): Promise<void>;
-}

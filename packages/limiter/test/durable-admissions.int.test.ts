@@ -9,12 +9,7 @@ import { parsePolicies } from "@geoquota/config";
 import { type RedisServer, startRedis, startReplica } from "@geoquota/testkit";
 import { afterEach, describe, expect, it } from "vitest";
 import { startRegionService } from "../src/main.js";
-import {
-  createRedisStore,
-  initFreshRegion,
-  NotDurableError,
-  type RedisRegionStore,
-} from "../src/redis/index.js";
+import { createRedisStore, initFreshRegion, NotDurableError, type RedisRegionStore } from "@geoquota/redis";
 import { policy, serviceConfig, TIMING } from "./redis-helpers.js";
 
 const started: RedisServer[] = [];

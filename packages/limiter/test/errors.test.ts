@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { ERRORS } from "../src/errors.js";
-import { RedisStoreErrors } from "../src/redis/index.js";
+import { RedisStoreErrors } from "@geoquota/redis";
 
 const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
 

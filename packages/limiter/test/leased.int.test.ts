@@ -5,7 +5,7 @@ import { checkGlobalBound, type RedisServer, startRedis } from "@geoquota/testki
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeasedClient } from "../src/leased-client.js";
-import { createRedisStore, initFreshRegion, shardOf } from "../src/redis/index.js";
+import { createRedisStore, initFreshRegion, shardOf } from "@geoquota/redis";
 import type { KeyPolicy, RegionStore } from "../src/types.js";
 
 let server: RedisServer;

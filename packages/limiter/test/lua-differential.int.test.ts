@@ -24,9 +24,9 @@ import { type RedisServer, startRedisServers } from "@geoquota/testkit";
 import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { keyArgsBuilder, keyLimit } from "../src/redis/args.js";
-import { initFreshRegion, markerKey, refundedReceiptsKey, replidKey, shardOf } from "../src/redis/index.js";
-import { bindScripts, type ScriptCaller } from "../src/redis/scripts.js";
+import { keyArgsBuilder, keyLimit } from "@geoquota/redis";
+import { initFreshRegion, markerKey, refundedReceiptsKey, replidKey, shardOf } from "@geoquota/redis";
+import { bindScripts, type ScriptCaller } from "@geoquota/redis";
 import type { Algorithm, KeyPolicy, LeaseTiming } from "../src/types.js";
 
 let receipts = 0;

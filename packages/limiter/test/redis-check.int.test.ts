@@ -10,7 +10,7 @@ import {
   markerKey,
   type RedisRegionStore,
   shardOf,
-} from "../src/redis/index.js";
+} from "@geoquota/redis";
 import { policy, receiptRef, sleep, TIMING } from "./redis-helpers.js";
 
 let server: RedisServer;

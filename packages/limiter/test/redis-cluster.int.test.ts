@@ -15,7 +15,7 @@ import {
   shardNode,
   shardOf,
   shardSlot,
-} from "../src/redis/index.js";
+} from "@geoquota/redis";
 import type { KeyPolicy } from "../src/types.js";
 import { policy, receiptRef, TIMING } from "./redis-helpers.js";
 

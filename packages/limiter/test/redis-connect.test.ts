@@ -5,7 +5,7 @@
 // in how they fail.
 import { Cluster } from "ioredis";
 import { describe, expect, it } from "vitest";
-import { redisConnectPlan } from "../src/redis/connect.js";
+import { redisConnectPlan } from "@geoquota/redis";
 
 const daemonRedisOptions = (url: string, cluster: boolean) => redisConnectPlan(url, cluster, "daemon");
 

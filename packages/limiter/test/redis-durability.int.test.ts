@@ -16,7 +16,7 @@ import {
   markerKey,
   RedisStoreError,
   shardOf,
-} from "../src/redis/index.js";
+} from "@geoquota/redis";
 import { policy, serviceConfig, TIMING } from "./redis-helpers.js";
 
 const started: RedisServer[] = [];

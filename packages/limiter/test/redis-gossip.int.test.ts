@@ -9,7 +9,7 @@ import {
   initFreshRegion,
   replidKey,
   shardOf,
-} from "../src/redis/index.js";
+} from "@geoquota/redis";
 import { policy, TIMING } from "./redis-helpers.js";
 
 let server: RedisServer;

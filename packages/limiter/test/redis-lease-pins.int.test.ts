@@ -15,7 +15,7 @@ import {
   type GossipStore,
   initFreshRegion,
   type RedisRegionStore,
-} from "../src/redis/index.js";
+} from "@geoquota/redis";
 import type { KeyPolicy, LeaseTiming } from "../src/types.js";
 import { policy, sleep } from "./redis-helpers.js";
 

@@ -3,8 +3,8 @@ import { type RedisServer, startRedis } from "@geoquota/testkit";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import * as lease from "@geoquota/lease";
-import { keyLimit } from "../src/redis/args.js";
-import { createRedisStore, initFreshRegion, type RedisRegionStore, shardOf } from "../src/redis/index.js";
+import { keyLimit } from "@geoquota/redis";
+import { createRedisStore, initFreshRegion, type RedisRegionStore, shardOf } from "@geoquota/redis";
 import { policy, sleep, TIMING } from "./redis-helpers.js";
 
 let server: RedisServer;

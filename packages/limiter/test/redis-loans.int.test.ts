@@ -11,7 +11,7 @@ import {
   initFreshRegion,
   markerKey,
   type RedisRegionStore,
-} from "../src/redis/index.js";
+} from "@geoquota/redis";
 import type { KeyPolicy, LeaseTiming, LoanRecord } from "../src/types.js";
 import { policy, sleep } from "./redis-helpers.js";
 

@@ -5,7 +5,7 @@ import { writeFileSync } from "node:fs";
 import { type RedisServer, startRedis } from "@geoquota/testkit";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createGossipStore, createRedisStore, initFreshRegion, keyNames } from "../src/redis/index.js";
+import { createGossipStore, createRedisStore, initFreshRegion, keyNames } from "@geoquota/redis";
 import type { Algorithm } from "../src/types.js";
 import { policy, TIMING } from "./redis-helpers.js";
 

@@ -7,8 +7,8 @@ import { type RedisServer, startRedis } from "@geoquota/testkit";
 import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { keyLimit } from "../src/redis/args.js";
-import { createRedisStore, initFreshRegion, type RedisRegionStore } from "../src/redis/index.js";
+import { keyLimit } from "@geoquota/redis";
+import { createRedisStore, initFreshRegion, type RedisRegionStore } from "@geoquota/redis";
 import type { Algorithm, KeyPolicy } from "../src/types.js";
 import { policy, receiptRef, sleep, TIMING } from "./redis-helpers.js";
 

@@ -8,7 +8,7 @@ import { type RedisServer, startRedisServers } from "@geoquota/testkit";
 import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { keyLimit } from "../src/redis/args.js";
+import { keyLimit } from "@geoquota/redis";
 import {
   createGossipStore,
   createRedisStore,
@@ -17,7 +17,7 @@ import {
   markerKey,
   type RedisRegionStore,
   shardOf,
-} from "../src/redis/index.js";
+} from "@geoquota/redis";
 import type { KeyPolicy, LeaseTiming, LoanRecord } from "../src/types.js";
 import { policy, sleep } from "./redis-helpers.js";
 

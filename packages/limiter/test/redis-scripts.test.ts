@@ -9,7 +9,7 @@ import {
   RedisStoreErrors,
   SCRIPTS,
   scriptSources,
-} from "../src/redis/index.js";
+} from "@geoquota/redis";
 
 describe("script headers", () => {
   it("every binding matches its script's KEYS / ARGV header", () => {

@@ -16,7 +16,7 @@ import type { FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
-import { createRedisStore, initFreshRegion, markerKey, shardOf } from "../src/redis/index.js";
+import { createRedisStore, initFreshRegion, markerKey, shardOf } from "@geoquota/redis";
 import { testConfig } from "./helpers/config.js";
 import { sleep, TIMING } from "./redis-helpers.js";
 

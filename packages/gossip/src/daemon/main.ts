@@ -12,7 +12,7 @@ import {
   type RegionConfig,
   resolvePolicy,
 } from "@geoquota/config";
-import { checkRedisSetup, connectRedis, waitReady } from "@geoquota/limiter/redis";
+import { checkRedisSetup, connectRedis, waitReady } from "@geoquota/redis";
 import { logLevelOf, ThrottledEvents } from "@geoquota/limiter/internal";
 import pino from "pino";
 import { collectDefaultMetrics, Registry } from "prom-client";

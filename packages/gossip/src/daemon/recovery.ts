@@ -3,7 +3,7 @@
 // Redis clock. Drives the `geoquota_region_recovering` gauge and the
 // recovery_started / recovery_ended log events. Read-only: markers are made
 // and rotated by the scripts and by checkPrimary.
-import { ALL_SHARDS, isCluster, markerKey, type RedisClient, shardNode } from "@geoquota/limiter/redis";
+import { ALL_SHARDS, isCluster, markerKey, type RedisClient, shardNode } from "@geoquota/redis";
 import type { Redis } from "ioredis";
 
 export interface RecoveryState {

@@ -11,7 +11,7 @@ import {
   type LoanRecord,
   parseCounterKey,
   type RedisClient,
-} from "@geoquota/limiter/redis";
+} from "@geoquota/redis";
 import type { Redis } from "ioredis";
 import type { InboundLoan } from "../policy/index.js";
 import type { DaemonStore, KeyState } from "./store-port.js";

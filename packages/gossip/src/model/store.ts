@@ -8,7 +8,7 @@
 import { KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import { type KeyLimit, loanOutstanding, loanUsable, type ReceivedLoan } from "@geoquota/lease";
 import type { KeyPolicy } from "@geoquota/limiter";
-import { keyLimit } from "@geoquota/limiter/redis";
+import { keyLimit } from "@geoquota/redis";
 import type { DaemonStore, KeyState } from "../daemon/store-port.js";
 import type { InboundLoan } from "../policy/index.js";
 import type { ModelRedis } from "./region.js";

@@ -1,6 +1,6 @@
 // The daemon's side of the store: loans, merges, returns and the change feed.
 // Loan times all come from this region's Redis TIME (trap 7).
-import type { KeyPolicy, LeaseTiming, LoanRecord } from "../types.js";
+import type { KeyPolicy, Timing, LoanRecord } from "@geoquota/lease";
 import { type KeyArgs, keyArgsBuilder } from "./args.js";
 import { num, str } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
@@ -70,7 +70,7 @@ export interface GossipStore {
 export interface GossipStoreOptions {
   readonly redis: RedisClient;
   readonly region: string;
-  readonly timing: LeaseTiming;
+  readonly timing: Timing;
   /** WAIT timeout for grant and return durability, ms. Default 100. */
   readonly waitTimeoutMs?: number;
   /**

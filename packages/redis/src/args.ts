@@ -1,7 +1,6 @@
 // Builds the per-key KEYS and the policy part of ARGV shared by every per-key
 // script (lua/lib/core.lua read_policy), cached per policy object.
-import { bucketVersion, type KeyLimit } from "@geoquota/lease";
-import type { KeyPolicy, LeaseTiming } from "../types.js";
+import { bucketVersion, type KeyLimit, type KeyPolicy, type Timing } from "@geoquota/lease";
 import { RedisStoreError } from "./errors.js";
 import { assertName, dirtyKey, dirtyMember, drainGenKey, keyNames, markerKey, shardOf } from "./keys.js";
 
@@ -38,7 +37,7 @@ const IDLE_TTL_WITHOUT_REFILL_MS = 24 * 3600 * 1000;
  * deadline may be 2ε late) and one second of slack. Window keys need two
  * windows (the sliding counter reads the previous one).
  */
-export function ttlMs(policy: KeyPolicy, timing: LeaseTiming): number {
+export function ttlMs(policy: KeyPolicy, timing: Timing): number {
   const l = policy.limit;
   const lease = Math.ceil((timing.loanDurationUs + 3 * timing.epsilonUs) / 1000) + 1000;
   if (l.algorithm === "token_bucket" || l.algorithm === "gcra") {
@@ -53,12 +52,12 @@ export function windowMs(policy: KeyPolicy): number {
 }
 
 /** A per-store builder: its cache is keyed by policy object, valid for one timing. */
-export function keyArgsBuilder(timing: LeaseTiming): (policy: KeyPolicy) => KeyArgs {
+export function keyArgsBuilder(timing: Timing): (policy: KeyPolicy) => KeyArgs {
   const cache = new WeakMap<KeyPolicy, KeyArgs>();
   return (policy) => keyArgs(policy, timing, cache);
 }
 
-function keyArgs(policy: KeyPolicy, timing: LeaseTiming, cache: WeakMap<KeyPolicy, KeyArgs>): KeyArgs {
+function keyArgs(policy: KeyPolicy, timing: Timing, cache: WeakMap<KeyPolicy, KeyArgs>): KeyArgs {
   const hit = cache.get(policy);
   if (hit) return hit;
   assertName("tenant", policy.tenant);

@@ -12,14 +12,13 @@ import { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
  * Where the Lua lives (the one module that knows): in a checkout of the
  * repository, the top-level lua/ (their source, so an edit takes effect
  * without a build); in an installed package, the copy that the build puts in
- * the package's own lua/ (packages/limiter/lua, shipped in the tarball). The
- * paths are the same from src/redis/ and dist/redis/.
+ * the package's own lua/ (packages/redis/lua, shipped in the tarball). The
+ * paths are the same from src/ and dist/.
  */
 const LUA_DIR = ((): URL => {
-  const repo = new URL("../../../../lua/", import.meta.url);
-  const inRepo =
-    existsSync(new URL("lib/core.lua", repo)) && existsSync(new URL("../packages/limiter/", repo));
-  return inRepo ? repo : new URL("../../lua/", import.meta.url);
+  const repo = new URL("../../../lua/", import.meta.url);
+  const inRepo = existsSync(new URL("lib/core.lua", repo)) && existsSync(new URL("../packages/redis/", repo));
+  return inRepo ? repo : new URL("../lua/", import.meta.url);
 })();
 
 /**

@@ -1,5 +1,10 @@
-// Public API of the Redis-backed store (re-exported by the limiter's index).
-export { keyLimit, ttlMs } from "./args.js";
+// Public API of @geoquota/redis: everything that talks to a region's Redis.
+// The Lua loader (scripts.ts, the one module that knows where lua/ lives),
+// the per-script bindings and their typed replies, connectRedis, the key
+// schema and its shards, failover safety (replication.ts), the RegionStore
+// the limiter runs on (store.ts) and the daemon's loan and change-feed
+// functions (gossip.ts).
+export { type KeyArgs, keyArgsBuilder, keyLimit, ttlMs } from "./args.js";
 export { type RedisStoreErrorCode, RedisStoreError, RedisStoreErrors } from "./errors.js";
 export { createGossipStore, type GossipStore, type GossipStoreOptions, type GrantResult } from "./gossip.js";
 export { parseHeader, type ScriptHeader } from "./header.js";
@@ -67,4 +72,4 @@ export {
   redisConnectPlan,
   waitReady,
 } from "./connect.js";
-export type { LoanRecord } from "../types.js";
+export type { LoanRecord } from "@geoquota/lease";

@@ -1,32 +1,32 @@
 // The Redis-backed RegionStore: one EVALSHA per call against the region's
 // own Redis (G3). All times come from the scripts' Redis TIME.
 import { randomBytes } from "node:crypto";
-import type {
-  CompoundDecision,
-  Decision,
-  KeyPolicy,
-  Lease,
-  LeaseTiming,
-  LoanRecord,
-  QuotaView,
-  RefundOutcome,
-  RefundReceiptRef,
-  RefundRefusal,
-  RegionStore,
-} from "../types.js";
+import {
+  type CompoundDecision,
+  type Decision,
+  type KeyPolicy,
+  type Lease,
+  type LoanRecord,
+  type QuotaView,
+  type RefundOutcome,
+  type RefundReceiptRef,
+  type RefundRefusal,
+  type RegionStore,
+  SHARE_UNITS,
+  type Timing,
+} from "@geoquota/lease";
 import { assertCost, type KeyArgs, keyArgsBuilder } from "./args.js";
 import { num, pairs, parseLoan, str } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
 import { assertName, isCluster, type RedisClient, refundedReceiptsKey } from "./keys.js";
 import { type Durability, durabilityWaiter } from "./replication.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
-import { SHARE_UNITS } from "@geoquota/lease";
 
 export interface RedisStoreOptions {
   /** The region's Redis or Redis Cluster (this store never closes it unless `ownsConnection`). */
   readonly redis: RedisClient;
   readonly region: string;
-  readonly timing: LeaseTiming;
+  readonly timing: Timing;
   /** close() quits the connection too. Default false. */
   readonly ownsConnection?: boolean;
   /**

@@ -1,5 +1,9 @@
 // Error catalog of the Redis store. Expected outcomes (denials, refused
 // grants) are values; these are thrown only on misuse or on a broken install.
+// At the package boundary each is a `StoreMisuseError` (@geoquota/lease), the
+// store interface's error type: the limiter engine knows only that one.
+import { StoreMisuseError } from "@geoquota/lease";
+
 export const RedisStoreErrors = {
   GQ_ERR_SCRIPT_HEADER:
     "a lua/*.lua header disagrees with its TypeScript binding (keys or arguments drifted)",
@@ -14,11 +18,10 @@ export const RedisStoreErrors = {
 
 export type RedisStoreErrorCode = keyof typeof RedisStoreErrors;
 
-export class RedisStoreError extends Error {
-  readonly code: RedisStoreErrorCode;
+export class RedisStoreError extends StoreMisuseError {
+  declare readonly code: RedisStoreErrorCode;
   constructor(code: RedisStoreErrorCode, detail: string) {
-    super(`${code}: ${RedisStoreErrors[code]}: ${detail}`);
+    super(code, `${code}: ${RedisStoreErrors[code]}: ${detail}`);
     this.name = "RedisStoreError";
-    this.code = code;
   }
 }
