@@ -1,7 +1,13 @@
 // The only module that listens. `runRegion(configPath)` is what the CLI's
 // `geoquota region --config F` calls; `startRegionService` is the same thing
 // in-process for tests and the cluster orchestrator.
-import { loadPolicies, loadRegionConfig, type PolicySet, type RegionConfig } from "@geoquota/config";
+import {
+  loadPolicies,
+  loadRegionConfig,
+  type PolicySet,
+  type RegionConfig,
+  readJsonFile,
+} from "@geoquota/config";
 import type { FastifyInstance } from "fastify";
 import { Cluster, Redis } from "ioredis";
 import { collectDefaultMetrics, Registry } from "prom-client";
@@ -17,6 +23,9 @@ import {
   type PrimaryWatcher,
   waitReady,
 } from "@geoquota/redis";
+import { pushProposal, readSnapshot } from "@geoquota/rollout";
+import { monotonicNow } from "./clock.js";
+import { ReplicatedPolicies } from "./policy-source.js";
 import type { RegionStore } from "./types.js";
 
 export interface RegionService {
@@ -29,8 +38,11 @@ export interface RegionService {
 }
 
 export interface StartRegionOptions {
-  readonly config: AppConfig & Pick<RegionConfig, "listen" | "lease">;
+  readonly config: AppConfig & Pick<RegionConfig, "listen" | "lease"> & Partial<Pick<RegionConfig, "policy">>;
+  /** The policies file: the static policies, or (replicated) what the limiter uses until its first snapshot read. */
   readonly policies: PolicySet;
+  /** The document `policies` was parsed from (GET /v1/policy in static mode). */
+  readonly policiesDocument?: unknown;
   /** A ready store; when absent, one is built on `redis` or `config.redis.url`. */
   readonly store?: RegionStore;
   /** An ioredis connection (not closed by close()) or a URL (connection owned by the service). */
@@ -58,14 +70,16 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
   let store = options.store;
   let ping: (() => Promise<unknown>) | undefined;
   let watcher: PrimaryWatcher | undefined;
+  let redis: Redis | Cluster | undefined;
+  if (options.redis instanceof Redis || options.redis instanceof Cluster) redis = options.redis;
   if (store === undefined) {
-    let redis: Redis | Cluster;
-    if (options.redis instanceof Redis || options.redis instanceof Cluster) redis = options.redis;
-    else {
-      ownedRedis = connectRegionRedis(options.redis ?? config.redis.url, config.redis.cluster);
+    if (redis === undefined) {
+      const url = typeof options.redis === "string" ? options.redis : config.redis.url;
+      ownedRedis = connectRegionRedis(url, config.redis.cluster);
       redis = ownedRedis;
     }
-    ping = () => redis.ping();
+    const r = redis;
+    ping = () => r.ping();
     // DESIGN §4, before serving: an evicting Redis (or undeclared replicas)
     // is refused; the primary's replication id is checked now and then every
     // redis.primaryCheckMs by this process itself (a failover puts the region
@@ -98,10 +112,44 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
     registry = new Registry();
     collectDefaultMetrics({ register: registry });
   }
+  // Replicated policies (docs/design.md §3.4): the region's gossip daemon writes
+  // them to Redis; this limiter polls them and decides nothing before the first read.
+  const replicated = config.policy?.replicated === true;
+  if (replicated && redis === undefined) {
+    throw new Error("replicated policies need the region's Redis (pass redis, not only a store)");
+  }
+  const policyRedis = redis;
   const app = await buildApp({
     store,
     config,
     policies: options.policies,
+    ...(options.policiesDocument !== undefined ? { policiesDocument: options.policiesDocument } : {}),
+    ...(replicated && policyRedis !== undefined && config.policy !== undefined
+      ? {
+          policyAdmin: (limiter: Limiter, fastify: FastifyInstance) => {
+            const source = new ReplicatedPolicies({
+              region: config.region,
+              regionIds: limiter.regions,
+              staleMs: config.policy!.limiterStaleMs,
+              read: async () => {
+                const r = await readSnapshot(policyRedis);
+                if (r === null) return null;
+                if (!r.ok) throw new Error(r.error);
+                return r.value;
+              },
+              push: (p) => pushProposal(policyRedis, p),
+              target: limiter,
+              now: monotonicNow,
+              onEvent: (event, detail) =>
+                event === "policy_version"
+                  ? fastify.log.info({ event, ...detail }, "policy version")
+                  : fastify.log.warn({ event, ...detail }, "policy snapshot not usable"),
+            });
+            void source.start();
+            return source;
+          },
+        }
+      : {}),
     registry,
     ...(options.logRequests !== undefined ? { logRequests: options.logRequests } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
@@ -162,6 +210,7 @@ export async function runRegion(configPath: string, options: RunRegionOptions = 
   const service = await startRegionService({
     config,
     policies,
+    policiesDocument: readJsonFile(config.policiesPath),
     logger: options.logger ?? { level: logLevelOf(config.logLevel, env), base: { region: config.region } },
     logRequests: config.logRequests,
     ...(options.fresh !== undefined ? { fresh: options.fresh } : {}),

@@ -14,6 +14,7 @@
 // a change applies to this process at once — nobody else shares the limit.
 import { randomUUID } from "node:crypto";
 import { ConfigError, type PolicySet, parsePolicies, parseQuotaKey } from "@geoquota/config";
+import type { Snapshot } from "@geoquota/rollout";
 import { LimiterError } from "./errors.js";
 
 export interface VersionId {
@@ -21,16 +22,8 @@ export interface VersionId {
   readonly origin: string;
 }
 
-/** What a limiter reads of the daemon's snapshot (the full shape: @geoquota/rollout). */
-export interface RolloutView {
-  readonly target: VersionId;
-  readonly completed: VersionId;
-  readonly phase: "stable" | "rolling_out" | "waiting";
-  readonly growAtUs: number | null;
-  /** The completed version's document first, then every newer known one, ascending. */
-  readonly docs: readonly (VersionId & { readonly proposalId?: string; readonly policies: unknown })[];
-  readonly regions: Readonly<Record<string, { readonly acked: VersionId | null }>>;
-}
+/** What a limiter reads of the daemon's snapshot (`gq:policy`, @geoquota/rollout). */
+export type RolloutView = Pick<Snapshot, "target" | "completed" | "phase" | "growAtUs" | "docs" | "regions">;
 
 /** The answer of `GET /v1/policy` (and what the CLI prints). */
 export interface PolicyState {

@@ -31,9 +31,10 @@ function view(
     docs: docs.map((d, i) => ({
       ...ids[i]!,
       ...(d.proposalId ? { proposalId: d.proposalId } : {}),
+      proposedAtMs: 0,
       policies: doc(d.capacity),
     })),
-    regions: Object.fromEntries(REGIONS.map((r) => [r, { acked: target }])),
+    regions: Object.fromEntries(REGIONS.map((r) => [r, { acked: target, epoch: 0 }])),
   };
 }
 
