@@ -150,6 +150,18 @@ export const RegionConfigSchema = z
       .default({ epsilonMs: 250, loanDurationMs: 3000 }),
     /** Per-region floor, ppm of 1_000_000 (default 2%). */
     floorPpm: intIn(0, SHARE_UNITS).default(20_000),
+    /**
+     * Replicated policy versions (issue 15, docs/design.md §3.4). `limiterStaleMs`: a
+     * limiter decides with a policy snapshot only this long after it sent the read; the
+     * daemon acks a version this long after writing it. `replicated` (default: more than
+     * one region): policies come from the daemon's snapshot in Redis, not from the file.
+     */
+    policy: z
+      .strictObject({
+        limiterStaleMs: intIn(100, 60_000).default(1000),
+        replicated: z.boolean().optional(),
+      })
+      .default({ limiterStaleMs: 1000 }),
     sharedSecret: SecretRefSchema,
     /** Relative paths resolve against the config file's directory. */
     policiesFile: z.string().min(1).default("policies.json"),
@@ -247,7 +259,9 @@ type Parsed = z.output<typeof RegionConfigSchema>;
 
 /** A validated region config with secrets resolved and paths absolute. */
 export interface RegionConfig
-  extends Omit<Parsed, "sharedSecret" | "adminToken" | "keyHashSecret" | "refund"> {
+  extends Omit<Parsed, "sharedSecret" | "adminToken" | "keyHashSecret" | "refund" | "policy"> {
+  /** Replicated policies: `replicated` resolved (default true when regions.length > 1). */
+  readonly policy: { readonly limiterStaleMs: number; readonly replicated: boolean };
   readonly sharedSecret: string;
   readonly adminToken: string;
   readonly keyHashSecret?: string;
@@ -310,6 +324,10 @@ export function parseRegionConfig(raw: unknown, options: ParseOptions): RegionCo
     adminToken,
     refund: { secret: refundSecret ?? deriveRefundSecret(sharedSecret), windowMs: refund.windowMs },
     ...(keyHashSecret !== undefined ? { keyHashSecret } : {}),
+    policy: {
+      limiterStaleMs: c.policy.limiterStaleMs,
+      replicated: c.policy.replicated ?? c.regions.length > 1,
+    },
     policiesPath: resolve(baseDir, c.policiesFile),
     file: options.file,
   };

@@ -13,6 +13,13 @@ export {
 export { policyResolver, type RunningGossip, runGossip, startGossip } from "./daemon/main.js";
 export { createDaemonMetrics, type DaemonMetrics } from "./daemon/metrics.js";
 export { createRedisDaemonStore } from "./daemon/redis-port.js";
+export {
+  type RolloutOptions,
+  type RolloutPort,
+  type RolloutStatus,
+  RolloutStep,
+  rolloutPolicyResolver,
+} from "./daemon/rollout-step.js";
 export type { DaemonStore, KeyState } from "./daemon/store-port.js";
 export {
   type CounterReading,

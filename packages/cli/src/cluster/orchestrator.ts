@@ -16,6 +16,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadPolicies } from "@geoquota/config";
 import { initFreshRegion } from "@geoquota/limiter";
+import { seedSnapshot } from "@geoquota/rollout";
 import {
   freePorts,
   type ManagedProcess,
@@ -165,10 +166,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     toxi = (toxiSettled[0] as PromiseFulfilledResult<ToxiproxyServer> | undefined)?.value;
     // A brand-new Redis provably never held state, so the region need not
     // start in recovery (see initFreshRegion for why this is safe only here).
+    // Its policy snapshot is the seed (version 0: the policies file), so the
+    // daemons start knowing their policy without waiting for each other.
+    const seedPolicies = JSON.parse(readFileSync(policiesPath, "utf8")) as unknown;
     await Promise.all(
-      redis.map(async (r) => {
+      redis.map(async (r, i) => {
         const c = r.client();
         await initFreshRegion(c);
+        await seedSnapshot(c, seedPolicies, { region: ids[i]!, regions: ids });
         c.disconnect();
       }),
     );

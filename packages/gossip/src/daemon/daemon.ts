@@ -22,6 +22,8 @@ import { DurableLedger } from "./durable-ledger.js";
 import { FrameHandling, type FrameLink } from "./frames.js";
 import type { DaemonMetrics } from "./metrics.js";
 import { PolicyStep, type ResolvedKey } from "./policy-step.js";
+import { isRolloutFrame } from "./rollout-frame.js";
+import type { RolloutStep } from "./rollout-step.js";
 import type { DaemonStore, KeyState } from "./store-port.js";
 
 export type { FrameLink } from "./frames.js";
@@ -55,6 +57,13 @@ export interface DaemonDeps {
   store: DaemonStore;
   link: FrameLink;
   policies: PolicyResolver;
+  /**
+   * Replicated policy versions (issue 15): merged from peers' frames, stepped
+   * every round; while it does not know the region's policy the daemon
+   * processes no key. Absent: `policies` is static (one region, or
+   * `policy.replicated: false`).
+   */
+  rollout?: RolloutStep;
   metrics?: DaemonMetrics;
   /** Uniform [0, 1): round jitter. */
   random?: () => number;
@@ -199,11 +208,25 @@ export class GossipDaemon {
 
   /** A peer came (back) up: it gets our whole state, since we cannot know what it kept. */
   peerUp(peer: string): void {
+    this.sendRollout(peer);
     this.frames.sendFullSync(peer);
+  }
+
+  private sendRollout(peer: string): void {
+    const frame = this.deps.rollout?.outgoingFrame();
+    if (frame !== undefined && this.deps.link.isUp(peer)) this.deps.link.send(peer, frame);
   }
 
   /** A binary frame from an authenticated peer (frames.ts). Bad frames are counted and dropped. */
   onFrame(peer: string, bytes: Uint8Array): void {
+    if (this.deps.rollout !== undefined && isRolloutFrame(bytes)) {
+      const error = this.deps.rollout.onFrame(peer, bytes);
+      if (error !== undefined) {
+        this.frames.countBad(peer, "GQ_ERR_ROLLOUT_FRAME");
+        this.deps.onError?.(`rollout-frame ${peer}`, new Error(error));
+      }
+      return;
+    }
     this.frames.onFrame(peer, bytes);
   }
 
@@ -211,6 +234,20 @@ export class GossipDaemon {
   async round(): Promise<void> {
     const t0 = this.now();
     await this.mergeInFlight;
+    const rollout = this.deps.rollout;
+    if (rollout !== undefined) {
+      try {
+        await rollout.round();
+      } catch (err) {
+        this.deps.onError?.("rollout", err);
+      }
+      for (const peer of this.opts.peers) this.sendRollout(peer);
+      if (!rollout.known) {
+        this.rounds++;
+        this.lastRoundMs = this.now() - t0;
+        return;
+      }
+    }
     const keys = new Set<string>();
     for (const k of await this.deps.store.drainDirty(this.opts.dirtyPerRound)) keys.add(k);
     const sweep = await this.deps.store.sweepKeys(this.sweepCursor, this.opts.sweepPerRound);
@@ -226,6 +263,7 @@ export class GossipDaemon {
   }
 
   private policyFor(key: string): ResolvedKey | undefined {
+    if (this.deps.rollout !== undefined && !this.deps.rollout.known) return undefined;
     const parts = decodeKey(key);
     if (!parts.ok) return undefined;
     const { tenant, resource } = parts.value;

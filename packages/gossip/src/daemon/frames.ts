@@ -131,6 +131,11 @@ export class FrameHandling {
     }
   }
 
+  /** A frame the daemon refused elsewhere (a bad rollout frame). */
+  countBad(peer: string, reason: string): void {
+    this.bad(peer, reason);
+  }
+
   private bad(peer: string, reason: string): void {
     this.badFrames++;
     this.d.metrics?.badFrames.inc({ peer, reason });

@@ -8,24 +8,36 @@ import {
   loadPolicies,
   loadRegionConfig,
   type PolicySet,
+  parsePolicies,
   quotaKey,
+  readJsonFile,
   type RegionConfig,
   resolvePolicy,
 } from "@geoquota/config";
 import { checkRedisSetup, connectRedis, waitReady } from "@geoquota/redis";
+import { popProposals, pushProposal, readSnapshotRaw, writeSnapshot } from "@geoquota/rollout";
 import { logLevelOf, ThrottledEvents } from "@geoquota/limiter/internal";
 import pino from "pino";
-import { collectDefaultMetrics, Registry } from "prom-client";
+import { collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import { Mesh } from "../transport/index.js";
 import { GossipDaemon, type PolicyResolver } from "./daemon.js";
 import { createDaemonMetrics } from "./metrics.js";
 import { watchRecovery } from "./recovery.js";
 import { createRedisDaemonStore } from "./redis-port.js";
+import { RolloutStep, rolloutPolicyResolver } from "./rollout-step.js";
 
 export interface RunningGossip {
   readonly daemon: GossipDaemon;
   readonly mesh: Mesh;
   readonly httpPort: number;
+  /** Present when policies are replicated (config policy.replicated). */
+  readonly rollout: RolloutStep | undefined;
+  /**
+   * SIGHUP: re-reads the policies file and proposes it as a new version (the
+   * daemon makes it one next round unless it equals the target). A bad file
+   * is refused whole; the returned line (also logged) names the field.
+   */
+  reloadPolicies(): Promise<{ ok: boolean; message: string }>;
   close(): Promise<void>;
 }
 
@@ -128,6 +140,63 @@ export async function startGossip(
   const peers = config.regions.filter((r) => r.id !== config.region);
   let daemon: GossipDaemon | undefined;
   const metrics = createDaemonMetrics(registry, { exportKey: explicitKeys(policies) });
+  const ids = config.regions.map((r) => r.id);
+  const rollout = config.policy.replicated
+    ? new RolloutStep(
+        {
+          region: config.region,
+          regions: ids,
+          limiterStaleMs: config.policy.limiterStaleMs,
+          waitUs: (config.lease.loanDurationMs + 2 * config.lease.epsilonMs) * 1000,
+          seedPolicies: () => readJsonFile(config.policiesPath),
+          parse: (raw, label) => parsePolicies(raw, label, ids),
+          now: () => performance.now(),
+          log: (level, event, fields) => log[level]({ event, ...fields }, event.replaceAll("_", " ")),
+        },
+        {
+          readSnapshotRaw: () => readSnapshotRaw(redis),
+          writeSnapshot: (raw) => writeSnapshot(redis, raw, { replicas: config.redis.replicas }),
+          popProposals: (max) => popProposals(redis, max),
+          timeUs: async () => {
+            const [s, us] = await redis.time();
+            return Number(s) * 1_000_000 + Number(us);
+          },
+        },
+      )
+    : undefined;
+  if (rollout !== undefined) {
+    const version = (which: "target" | "completed") => () => {
+      const st = rollout.status();
+      return st[which]?.version ?? -1;
+    };
+    new Gauge({
+      name: "geoquota_policy_target_version",
+      help: "Newest known policy version (-1: policy unknown)",
+      registers: [registry],
+      collect() {
+        this.set(version("target")());
+      },
+    });
+    new Gauge({
+      name: "geoquota_policy_completed_version",
+      help: "Policy version this region completed (grew to; -1: policy unknown)",
+      registers: [registry],
+      collect() {
+        this.set(version("completed")());
+      },
+    });
+    new Gauge({
+      name: "geoquota_policy_phase",
+      help: "1 for the rollout phase this region is in (stable, rolling_out, waiting, unknown)",
+      labelNames: ["phase"],
+      registers: [registry],
+      collect() {
+        const phase = rollout.status().phase;
+        for (const p of ["stable", "rolling_out", "waiting", "unknown"])
+          this.set({ phase: p }, p === phase ? 1 : 0);
+      },
+    });
+  }
   const mesh = new Mesh(
     {
       self: config.region,
@@ -174,7 +243,11 @@ export async function startGossip(
     {
       store,
       link: mesh,
-      policies: policyResolver(config, policies),
+      policies:
+        rollout !== undefined
+          ? rolloutPolicyResolver(rollout, { region: config.region, regions: ids, floorPpm: config.floorPpm })
+          : policyResolver(config, policies),
+      ...(rollout !== undefined ? { rollout } : {}),
       metrics,
       // `where` is "<step> <key>": throttle per step, not per key.
       onError: (where, err) =>
@@ -221,7 +294,10 @@ export async function startGossip(
       return send(ready ? 200 : 503, JSON.stringify({ ready }));
     }
     if (req.url === "/v1/status") {
-      return send(200, JSON.stringify({ ...running.status(), links: mesh.peers() }));
+      return send(
+        200,
+        JSON.stringify({ ...running.status(), links: mesh.peers(), policy: rollout?.status() ?? null }),
+      );
     }
     if (req.url === "/metrics") {
       registry.metrics().then(
@@ -238,10 +314,36 @@ export async function startGossip(
   });
   const address = server.address();
   const httpPort = address && typeof address === "object" ? address.port : 0;
+  const reloadPolicies = async (): Promise<{ ok: boolean; message: string }> => {
+    let raw: unknown;
+    try {
+      raw = readJsonFile(config.policiesPath);
+      parsePolicies(raw, config.policiesPath, ids);
+    } catch (err) {
+      const message = `policies reload refused: ${(err as Error).message}`;
+      log.error(
+        { event: "policy_reload_refused", file: config.policiesPath, error: (err as Error).message },
+        message,
+      );
+      return { ok: false, message };
+    }
+    if (rollout === undefined) {
+      const message = "policies reload: policy.replicated is false; restart the processes to apply the file";
+      log.warn({ event: "policy_reload_ignored" }, message);
+      return { ok: false, message };
+    }
+    const proposalId = `sighup-${config.region}-${Date.now()}`;
+    await pushProposal(redis, { proposalId, policies: raw, at: Date.now() });
+    const message = `policies reload proposed as ${proposalId} (a new version unless it equals the target)`;
+    log.info({ event: "policy_reload_proposed", proposalId }, message);
+    return { ok: true, message };
+  };
   return {
     daemon: running,
     mesh,
     httpPort,
+    rollout,
+    reloadPolicies,
     async close() {
       await new Promise<void>((r) => server.close(() => r()));
       recovery.stop();
@@ -267,9 +369,18 @@ export async function runGossip(configPath: string, options: { onStarted?: () =>
   });
   log.info({ port: running.mesh.port(), http: running.httpPort }, "gossip daemon started");
   options.onStarted?.();
+  const onHup = () => {
+    running
+      .reloadPolicies()
+      .catch((err: Error) =>
+        log.error({ event: "policy_reload_failed", error: err.message }, "policies reload failed"),
+      );
+  };
+  process.on("SIGHUP", onHup);
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
   });
+  process.off("SIGHUP", onHup);
   await running.close();
 }

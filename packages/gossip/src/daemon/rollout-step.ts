@@ -1,0 +1,346 @@
+// The daemon's rollout step (issue 15, ROLLOUT.md; state and rules in
+// @geoquota/rollout): each round it pops proposals, acks, completes (Redis
+// TIME), and writes the region's policy snapshot when it changed or when
+// Redis lost it; frames from peers are merged as they arrive. The daemon's
+// own policy resolver enforces the meet of `effectiveSets()`.
+import {
+  ack,
+  complete,
+  type Decoded,
+  type DocId,
+  effectiveDocs,
+  encodeSnapshot,
+  formatId,
+  heardFrom,
+  idKey,
+  mergePeer,
+  type PeerState,
+  type PolicyDoc,
+  type Proposal,
+  peerView,
+  phaseOf,
+  propose,
+  type RegionState,
+  resolveUnknown,
+  sameId,
+  seedDoc,
+  snapshotOf,
+  stateFromSnapshot,
+  targetOf,
+  type UnknownState,
+  unknownState,
+  unknownView,
+  decodeSnapshot,
+} from "@geoquota/rollout";
+import { type PolicySet, resolveEffective } from "@geoquota/config";
+import type { PolicyResolver } from "./daemon.js";
+import { decodeRolloutFrame, encodeRolloutFrame } from "./rollout-frame.js";
+
+/** What the rollout needs from the region's Redis (store.ts of @geoquota/rollout; the model in the simulation). */
+export interface RolloutPort {
+  readSnapshotRaw(): Promise<string | null>;
+  /** Resolves whether the write is durable (WAIT covered it when the region has replicas). */
+  writeSnapshot(raw: string): Promise<boolean>;
+  popProposals(max: number): Promise<Decoded<Proposal>[]>;
+  /** Redis TIME, µs. */
+  timeUs(): Promise<number>;
+}
+
+export interface RolloutOptions {
+  readonly region: string;
+  readonly regions: readonly string[];
+  readonly limiterStaleMs: number;
+  /** D + 2ε, µs: growth waits this long after every region acked. */
+  readonly waitUs: number;
+  /** The policies file: the seed of a fresh cluster. */
+  readonly seedPolicies: () => unknown;
+  /** Validates a policies document (parsePolicies with the configured regions); throws naming the field. */
+  readonly parse: (raw: unknown, label: string) => PolicySet;
+  /** Monotonic ms. */
+  readonly now: () => number;
+  readonly log?: (level: "info" | "warn" | "error", event: string, fields: Record<string, unknown>) => void;
+}
+
+export interface RolloutStatus {
+  known: boolean;
+  target: DocId | null;
+  completed: DocId | null;
+  phase: "stable" | "rolling_out" | "waiting" | "unknown";
+  acked: Record<string, { epoch: number; id: DocId | null }>;
+  snapshotSeq: number;
+}
+
+type St = { kind: "starting" } | { kind: "unknown"; u: UnknownState } | { kind: "known"; r: RegionState };
+
+const PROPOSALS_PER_ROUND = 16;
+
+export class RolloutStep {
+  private st: St = { kind: "starting" };
+  private applied: { target: DocId; atMs: number } | null = null;
+  private lastRaw: string | null = null;
+  private lastContent: string | null = null;
+  private seq = 0;
+  private readonly parsed = new Map<string, PolicySet>();
+  private sets: { key: string; sets: PolicySet[] } | undefined;
+  /** Bumped whenever the effective documents change (resolver caches key on it). */
+  generation = 0;
+
+  constructor(
+    private readonly o: RolloutOptions,
+    private readonly port: RolloutPort,
+  ) {}
+
+  get known(): boolean {
+    return this.st.kind === "known";
+  }
+
+  private log(level: "info" | "warn" | "error", event: string, fields: Record<string, unknown>): void {
+    this.o.log?.(level, event, fields);
+  }
+
+  private parseDoc(d: PolicyDoc): PolicySet {
+    const k = idKey(d);
+    let set = this.parsed.get(k);
+    if (set === undefined) {
+      set = this.o.parse(d.policies, `policy ${formatId(d)}`);
+      this.parsed.set(k, set);
+    }
+    return set;
+  }
+
+  /** An error naming the doc and field when some doc of `docs` is not a valid policies file here. */
+  private invalidDoc(docs: Iterable<PolicyDoc>): string | undefined {
+    for (const d of docs) {
+      try {
+        this.parseDoc(d);
+      } catch (err) {
+        return (err as Error).message;
+      }
+    }
+    return undefined;
+  }
+
+  private setKnown(r: RegionState): void {
+    const was = this.st.kind === "known" ? this.st.r : undefined;
+    this.st = { kind: "known", r };
+    const key = effectiveDocs(r).map(idKey).join(",");
+    if (this.sets?.key !== key) {
+      this.sets = { key, sets: effectiveDocs(r).map((d) => this.parseDoc(d)) };
+      this.generation++;
+    }
+    if (was !== undefined && !sameId(was.completed, r.completed))
+      this.log("info", "policy_completed", { version: r.completed.version, origin: r.completed.origin });
+    // Pruned docs are never needed again.
+    if (this.parsed.size > 64)
+      for (const k of [...this.parsed.keys()]) if (!r.shared.docs.has(k)) this.parsed.delete(k);
+  }
+
+  /** The policy sets the region enforces the meet of (undefined: unknown, enforce nothing). */
+  effectiveSets(): readonly PolicySet[] | undefined {
+    return this.st.kind === "known" ? this.sets?.sets : undefined;
+  }
+
+  /** The state peers are sent (null while unknown with nothing adopted). */
+  outgoing(): PeerState | null {
+    if (this.st.kind === "known") return peerView(this.st.r);
+    if (this.st.kind === "unknown") return unknownView(this.st.u);
+    return null;
+  }
+
+  outgoingFrame(): Uint8Array | undefined {
+    if (this.st.kind === "starting") return undefined;
+    return encodeRolloutFrame(this.o.region, this.outgoing());
+  }
+
+  /** A rollout frame from the authenticated `peer`; returns an error (the frame is dropped) or undefined. */
+  onFrame(peer: string, bytes: Uint8Array): string | undefined {
+    const f = decodeRolloutFrame(bytes);
+    if (!f.ok) return f.error;
+    if (f.value.from !== peer) return "GQ_ERR_FORGED_SENDER";
+    if (!this.o.regions.includes(peer) || peer === this.o.region)
+      return `rollout frame: ${peer} is not a peer`;
+    const state = f.value.state;
+    if (state !== null) {
+      const bad = this.invalidDoc(state.shared.docs.values());
+      if (bad !== undefined) return `rollout frame: ${bad}`;
+    }
+    if (this.st.kind === "known") {
+      if (state !== null) this.setKnown(mergePeer(this.st.r, state));
+    } else if (this.st.kind === "unknown") {
+      this.st = { kind: "unknown", u: heardFrom(this.st.u, peer, state) };
+      this.tryResolve();
+    }
+    return undefined;
+  }
+
+  private tryResolve(): void {
+    if (this.st.kind !== "unknown") return;
+    let seed: PolicyDoc;
+    try {
+      const raw = this.o.seedPolicies();
+      this.o.parse(raw, "policies file");
+      seed = seedDoc(raw);
+    } catch (err) {
+      this.log("error", "policy_seed_invalid", { error: (err as Error).message });
+      return;
+    }
+    const r = resolveUnknown(this.st.u, seed);
+    if (r === null) return;
+    const bad = this.invalidDoc(effectiveDocs(r));
+    if (bad !== undefined) {
+      this.log("error", "policy_adopt_invalid", { error: bad });
+      return;
+    }
+    this.log("info", "policy_known", {
+      completed: formatId(r.completed),
+      target: formatId(targetOf(r)),
+      seeded: r.completed.origin === "seed" && r.shared.docs.size === 1,
+    });
+    this.setKnown(r);
+  }
+
+  private async init(): Promise<void> {
+    const raw = await this.port.readSnapshotRaw();
+    if (raw !== null) {
+      const d = decodeSnapshot(raw);
+      const s = d.ok ? stateFromSnapshot(d.value, this.o.regions) : d;
+      const region =
+        d.ok && d.value.region !== this.o.region ? `snapshot of region ${d.value.region}` : undefined;
+      const bad = s.ok ? (region ?? this.invalidDoc(s.value.shared.docs.values())) : s.error;
+      if (s.ok && bad === undefined && d.ok) {
+        this.seq = d.value.seq;
+        this.lastRaw = raw;
+        // Limiters may have read it already; counting from now is conservative.
+        this.applied = { target: targetOf(s.value), atMs: this.o.now() };
+        this.lastContent = encodeSnapshot(snapshotOf(s.value, 0, this.o.waitUs));
+        this.setKnown(s.value);
+        return;
+      }
+      this.log("error", "policy_snapshot_invalid", { error: bad });
+    }
+    // Nothing usable in Redis and nothing in memory: unknown, in a new epoch.
+    this.st = { kind: "unknown", u: unknownState(this.o.region, this.o.regions, await this.port.timeUs()) };
+    this.log("warn", "policy_unknown", { reason: raw === null ? "no snapshot" : "invalid snapshot" });
+    this.tryResolve();
+  }
+
+  /** One round: start, proposals, ack, completion, snapshot. */
+  async round(): Promise<void> {
+    if (this.st.kind === "starting") await this.init();
+    if (this.st.kind === "unknown") this.tryResolve();
+    if (this.st.kind !== "known") return;
+    await this.takeProposals();
+    const nowUs = await this.port.timeUs();
+    let r = (this.st as { r: RegionState }).r;
+    r = ack(r, this.applied, this.o.now(), this.o.limiterStaleMs);
+    r = complete(r, nowUs, this.o.waitUs);
+    this.setKnown(r);
+    await this.writeIfNeeded();
+  }
+
+  private async takeProposals(): Promise<void> {
+    const got = await this.port.popProposals(PROPOSALS_PER_ROUND);
+    for (const p of got) {
+      if (!p.ok) {
+        this.log("warn", "policy_proposal_refused", { error: p.error });
+        continue;
+      }
+      try {
+        this.o.parse(p.value.policies, `proposal ${p.value.proposalId}`);
+      } catch (err) {
+        this.log("warn", "policy_proposal_refused", {
+          proposalId: p.value.proposalId,
+          error: (err as Error).message,
+        });
+        continue;
+      }
+      if (this.st.kind !== "known") return;
+      const out = propose(this.st.r, p.value.policies, { proposalId: p.value.proposalId, nowMs: p.value.at });
+      if (out.doc === null) {
+        this.log("info", "policy_proposal_unchanged", { proposalId: p.value.proposalId });
+        continue;
+      }
+      this.parseDoc(out.doc);
+      this.setKnown(out.state);
+      this.log("info", "policy_proposed", { proposalId: p.value.proposalId, version: out.doc.version });
+    }
+  }
+
+  private async writeIfNeeded(): Promise<void> {
+    if (this.st.kind !== "known") return;
+    const r = this.st.r;
+    const content = encodeSnapshot(snapshotOf(r, 0, this.o.waitUs));
+    const inRedis = await this.port.readSnapshotRaw();
+    if (content === this.lastContent && inRedis === this.lastRaw && inRedis !== null) return;
+    if (inRedis !== this.lastRaw) this.log("warn", "policy_snapshot_rewritten", { lost: inRedis === null });
+    this.seq++;
+    const raw = encodeSnapshot(snapshotOf(r, this.seq, this.o.waitUs));
+    const durable = await this.port.writeSnapshot(raw);
+    this.lastRaw = raw;
+    if (!durable) return; // retried next round; no ack counts from it
+    this.lastContent = content;
+    const target = targetOf(r);
+    if (this.applied === null || !sameId(this.applied.target, target))
+      this.applied = { target, atMs: this.o.now() };
+  }
+
+  status(): RolloutStatus {
+    if (this.st.kind !== "known") {
+      return {
+        known: false,
+        target: null,
+        completed: null,
+        phase: "unknown",
+        acked: {},
+        snapshotSeq: this.seq,
+      };
+    }
+    const r = this.st.r;
+    return {
+      known: true,
+      target: targetOf(r),
+      completed: r.completed,
+      phase: phaseOf(r),
+      acked: Object.fromEntries(
+        r.regions.map((id) => [id, r.shared.acked.get(id) ?? { epoch: 0, id: null }]),
+      ),
+      snapshotSeq: this.seq,
+    };
+  }
+}
+
+/**
+ * The daemon's policy resolver over the rollout: the meet (resolveEffective)
+ * of the region's effective sets, for this region and every region's quota.
+ * Throws while the policy is unknown (the daemon skips keys then).
+ */
+export function rolloutPolicyResolver(
+  step: RolloutStep,
+  where: { region: string; regions: readonly string[]; floorPpm?: number },
+): PolicyResolver {
+  const cache = new Map<string, ReturnType<PolicyResolver["resolve"]>>();
+  let generation = -1;
+  const opts = where.floorPpm !== undefined ? { floorPpm: where.floorPpm } : {};
+  return {
+    resolve(tenant, resource) {
+      const sets = step.effectiveSets();
+      if (sets === undefined) throw new Error("policy unknown");
+      if (generation !== step.generation) {
+        cache.clear();
+        generation = step.generation;
+      }
+      const k = `${tenant}|${resource}`;
+      const hit = cache.get(k);
+      if (hit) return hit;
+      const policy = resolveEffective(sets, where.regions, where.region, tenant, resource, opts);
+      const regions = where.regions.map((id) => {
+        const p = resolveEffective(sets, where.regions, id, tenant, resource, opts);
+        return { region: id, baseShare: p.baseShare, floorShare: p.floorShare };
+      });
+      const value = { policy, regions };
+      if (cache.size > 100_000) cache.clear();
+      cache.set(k, value);
+      return value;
+    },
+  };
+}
