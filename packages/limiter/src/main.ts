@@ -23,9 +23,9 @@ import {
   type PrimaryWatcher,
   waitReady,
 } from "@geoquota/redis";
-import { pushProposal, readSnapshot } from "@geoquota/rollout";
+import { pushProposal, readSnapshot, seedSnapshot } from "@geoquota/rollout";
 import { monotonicNow } from "./clock.js";
-import { ReplicatedPolicies } from "./policy-source.js";
+import { documentOf, ReplicatedPolicies } from "./policy-source.js";
 import type { RegionStore } from "./types.js";
 
 export interface RegionService {
@@ -87,7 +87,16 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
     try {
       await waitReady(redis, 5000);
       await checkRedisSetup(redis, { replicas: config.redis.replicas });
-      if (options.fresh === true) await initFreshRegion(redis);
+      if (options.fresh === true) {
+        await initFreshRegion(redis);
+        // A brand-new Redis of a replicated region: its policies start as the seed version
+        // (what the orchestrator does too), so the limiter need not wait for a daemon.
+        if (config.policy?.replicated === true)
+          await seedSnapshot(redis, options.policiesDocument ?? documentOf(options.policies), {
+            region: config.region,
+            regions: config.regions.map((x) => x.id),
+          });
+      }
       watcher = createPrimaryWatcher(redis);
       await watcher.check();
     } catch (err) {
@@ -119,6 +128,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
     throw new Error("replicated policies need the region's Redis (pass redis, not only a store)");
   }
   const policyRedis = redis;
+  let firstRead: Promise<void> | undefined;
   const app = await buildApp({
     store,
     config,
@@ -145,7 +155,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
                   ? fastify.log.info({ event, ...detail }, "policy version")
                   : fastify.log.warn({ event, ...detail }, "policy snapshot not usable"),
             });
-            void source.start();
+            firstRead = source.start();
             return source;
           },
         }
@@ -155,6 +165,8 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
     ...(ping !== undefined ? { ping } : {}),
   });
+  // Serve only once the first snapshot read answered (a read that finds none leaves it unknown).
+  await firstRead?.catch(() => {});
   const host = options.host ?? config.listen.host;
   const port = options.port ?? config.listen.port;
   try {
