@@ -2,22 +2,12 @@
 // checked by test/dependency-rules.test.ts (project `integration`, so part of
 // `npm test`) with dependency-cruiser. Run by hand:
 //   pnpm exec depcruise --config .dependency-cruiser.cjs packages test
-// Every rule holds today except where an entry of TEMPORARY_EXCEPTIONS says
-// otherwise; each exception is a known departure listed in
-// docs/architecture.md and is removed when the departure is fixed.
+// Every rule holds today, without exceptions. Should a known departure
+// (docs/architecture.md) ever need one, add it as a commented, temporary
+// `pathNot` on the rule it breaks and remove it when the departure is fixed.
 
 /** Workspace packages that import no other workspace package (the ground floor). */
 const LEAF_PACKAGES = ["crdt", "sim", "lease", "procs", "rollout"];
-
-/**
- * Known departures (docs/architecture.md "Known departures"). Paths are
- * regular expressions on the importing file.
- */
-const TEMPORARY_EXCEPTIONS = {
-  // A stream test starts a whole cluster through the CLI, which depends on
-  // the stream package: a hidden workspace cycle (issue 13).
-  streamTestImportsCli: "^packages/stream/test/cluster\\.int\\.test\\.ts$",
-};
 
 const ourPackage = (names) => `^(packages/(${names.join("|")})/|@geoquota/(${names.join("|")})$)`;
 
@@ -86,7 +76,7 @@ module.exports = {
       name: "limiter-layer",
       severity: "error",
       comment:
-        "The limiter imports config, crdt, lease and redis only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
+        "The limiter imports config, crdt, lease, redis and rollout only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
       from: { path: "^packages/limiter/src/" },
       to: { path: ourPackage(["gossip", "stream", "cli", "bench", "sim", "testkit"]) },
     },
@@ -143,7 +133,7 @@ module.exports = {
       severity: "error",
       comment:
         "A package's tests never import the CLI, which sits above every package (that would be a workspace cycle).",
-      from: { path: "^packages/(?!cli/)[^/]+/test/", pathNot: [TEMPORARY_EXCEPTIONS.streamTestImportsCli] },
+      from: { path: "^packages/(?!cli/)[^/]+/test/" },
       to: { path: ourPackage(["cli"]) },
     },
   ],

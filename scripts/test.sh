@@ -12,7 +12,7 @@ step() { printf '\n== %s\n' "$*"; }
 mkdir -p .tmp
 # Processes the tests spawn (the CLI, local clusters) run the built JS: build
 # first (incremental; seconds when nothing changed).
-step "build (tsc -b: dist/ of every package, the Lua into the limiter package)"
+step "build (tsc -b: dist/ of every package, the Lua into the redis package)"
 bash scripts/build.sh
 if [ "$#" -gt 0 ]; then
   # `npm test -- <vitest args>`: just vitest, as asked.

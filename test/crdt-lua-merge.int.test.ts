@@ -5,33 +5,23 @@
 import { KeyRecord } from "@geoquota/crdt";
 import { initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
 import { createGossipStore, type LoanRecord } from "@geoquota/redis";
-import { type RedisServer, startRedis } from "@geoquota/testkit";
+import { redisPerFile } from "@geoquota/testkit";
 import fc from "fast-check";
-import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 
 const SELF = "us-east";
 const PEERS = ["eu-west", "ap-south"] as const;
 
 describe("Lua merge = CRDT join (real Redis)", () => {
-  let server: RedisServer;
-  let redis: Redis;
-  beforeAll(async () => {
-    server = await startRedis();
-    redis = server.client();
-    await initFreshRegion(redis);
-  });
-  afterAll(async () => {
-    await server?.stop();
-  });
+  const fx = redisPerFile(initFreshRegion);
 
   it("counters and loan registers converge to the same state", async () => {
     const store = createGossipStore({
-      redis,
+      redis: fx.redis,
       region: SELF,
       timing: { epsilonUs: 250_000, loanDurationUs: 3_000_000 },
     });
-    const [sec, usec] = (await redis.time()) as [number | string, number | string];
+    const [sec, usec] = (await fx.redis.time()) as [number | string, number | string];
     const nowUs = Number(sec) * 1e6 + Number(usec);
     const replica = fc.constantFrom("eu-west.a", "eu-west.b", "ap-south.a", "us-east.z");
     const amount = fc.oneof(

@@ -2,22 +2,11 @@
 // in-process leases outstanding in this region (DESIGN §3: leases pin share),
 // and it uses the region's leased mode (part of every bucket fingerprint).
 import { createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
-import { type RedisServer, startRedis } from "@geoquota/testkit";
-import type { Redis } from "ioredis";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { redisPerFile } from "@geoquota/testkit";
+import { expect, it } from "vitest";
 import { createRedisDaemonStore } from "../src/daemon/redis-port.js";
 
-let server: RedisServer;
-let redis: Redis;
-
-beforeAll(async () => {
-  server = await startRedis();
-  redis = server.client();
-  await initFreshRegion(redis);
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const fx = redisPerFile(initFreshRegion);
 
 const policy: KeyPolicy = {
   tenant: "pins",
@@ -29,9 +18,9 @@ const policy: KeyPolicy = {
 
 it("readKey reports ⌈U·leased/C⌉ as the lease-pinned share", async () => {
   const config = { region: "eu", lease: { epsilonMs: 250, loanDurationMs: 3000 }, leased: { enabled: true } };
-  const port = await createRedisDaemonStore(redis, config as Parameters<typeof createRedisDaemonStore>[1]);
+  const port = await createRedisDaemonStore(fx.redis, config as Parameters<typeof createRedisDaemonStore>[1]);
   const store = createRedisStore({
-    redis,
+    redis: fx.redis,
     region: "eu",
     timing: { epsilonUs: 250_000, loanDurationUs: 3_000_000, leasedMode: true },
   });

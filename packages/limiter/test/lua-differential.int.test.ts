@@ -24,9 +24,18 @@ import { type RedisServer, startRedisServers } from "@geoquota/testkit";
 import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { keyArgsBuilder, keyLimit } from "@geoquota/redis";
-import { initFreshRegion, markerKey, refundedReceiptsKey, replidKey, shardOf } from "@geoquota/redis";
-import { bindScripts, type ScriptCaller } from "@geoquota/redis";
+import {
+  bindScripts,
+  type DecisionReply,
+  initFreshRegion,
+  keyArgsBuilder,
+  keyLimit,
+  markerKey,
+  refundedReceiptsKey,
+  replidKey,
+  type ScriptCaller,
+  shardOf,
+} from "@geoquota/redis";
 import type { Algorithm, KeyPolicy, LeaseTiming } from "../src/types.js";
 
 let receipts = 0;
@@ -470,8 +479,6 @@ interface ReturnMsg {
   readonly seq: number;
 }
 
-const num = (v: unknown): number => Number(v);
-
 async function runSequence(
   algorithm: Algorithm,
   auxAlgorithm: Algorithm,
@@ -549,7 +556,7 @@ async function runSequence(
         argv.push(cs.length);
         for (const [f, v] of cs) argv.push(f, v);
         const rr = await g.scripts.call("loanMerge", a.keys, argv);
-        const now = num(rr[2]);
+        const now = rr.nowUs;
         notePiecesIf(stats, key, limit, g.model.marker, now, () => {
           const want = lease.mergeRemote(
             g.model,
@@ -561,15 +568,15 @@ async function runSequence(
             new Map(cs.map(([f, v]) => [f, Number(v)])),
             now,
           );
-          expect(num(rr[0]), step).toBe(want.changed);
+          expect(rr.loansChanged, step).toBe(want.changed);
           return want.changed > 0;
         });
       } else {
         const rr = await g.scripts.call("loanReturnReceived", a.keys, [m.to, ...a.policyArgv, m.from, m.seq]);
-        const now = num(rr[1]);
+        const now = rr.nowUs;
         notePiecesIf(stats, key, limit, g.model.marker, now, () => {
           const want = lease.receiveReturn(g.model, key, limit, TIMING, m.from, m.seq, now);
-          expect(num(rr[0]), step).toBe(want.dropped);
+          expect(rr.dropped, step).toBe(want.dropped);
           return want.dropped > 0;
         });
       }
@@ -591,15 +598,18 @@ async function runSequence(
           const admittedUs = (Date.now() + 3_600_000) * 1000;
           return [`d${receipts}`, String(admittedUs), String(admittedUs + 60_000_000)];
         };
-        const rr =
+        const { rr, now } =
           op.k === "check"
-            ? await g.scripts.call(op.k, a.keys, [g.name, ...a.policyArgv, String(op.cost)])
-            : await g.scripts.call(
-                op.k,
-                [...a.keys, refundedReceiptsKey(p.tenant, p.resource)],
-                [g.name, ...a.policyArgv, String(op.cost), ...receipt()],
-              );
-        const now = num(rr[5]);
+            ? await g.scripts
+                .call(op.k, a.keys, [g.name, ...a.policyArgv, String(op.cost)])
+                .then((r) => ({ rr: r, now: r.nowUs }))
+            : await g.scripts
+                .call(
+                  op.k,
+                  [...a.keys, refundedReceiptsKey(p.tenant, p.resource)],
+                  [g.name, ...a.policyArgv, String(op.cost), ...receipt()],
+                )
+                .then((r) => ({ rr: r.decision, now: r.nowUs }));
         notePieces(stats, key, limit, g.model.marker, now);
         const want = (op.k === "check" ? lease.check : lease.refund)(
           g.model,
@@ -609,7 +619,7 @@ async function runSequence(
           op.cost,
           now,
         );
-        expectDecision(rr, [0, 1, 2, 3, 4, 6], want, p, step);
+        expectDecision(rr, want, p, step);
         break;
       }
       case "compound": {
@@ -621,7 +631,7 @@ async function runSequence(
           [...a.keys, ...aa.keys],
           [g.name, 2, ...a.policyArgv, String(op.cost), ...aa.policyArgv, String(op.costAux)],
         );
-        const now = num(rr[2]);
+        const now = rr.nowUs;
         notePieces(stats, key, limit, g.model.marker, now);
         notePieces(stats, keyAux, keyLimit(pa), g.model.marker, now);
         const want = lease.checkCompound(
@@ -633,16 +643,13 @@ async function runSequence(
           TIMING,
           now,
         );
-        expect([num(rr[0]), num(rr[1])], step).toEqual([want.allowed ? 1 : 0, want.failedIndex]);
+        expect([rr.allowed, rr.failedIndex, rr.parts.length], step).toEqual([
+          want.allowed,
+          want.failedIndex,
+          want.parts.length,
+        ]);
         want.parts.forEach((w, j) => {
-          const o = 3 + 6 * j;
-          expectDecision(
-            rr,
-            [o, o + 1, o + 2, o + 3, o + 4, o + 5],
-            w,
-            j === 0 ? p : pa,
-            `${step} item ${j}`,
-          );
+          expectDecision(rr.parts[j] as DecisionReply, w, j === 0 ? p : pa, `${step} item ${j}`);
         });
         break;
       }
@@ -664,10 +671,10 @@ async function runSequence(
         ];
         for (const x of rel) argv.push(x.leaseId, String(x.used));
         const rr = await g.scripts.call("leaseAcquire", a.keys, argv);
-        const now = num(rr[2]);
+        const now = rr.nowUs;
         notePieces(stats, key, limit, g.model.marker, now);
         const want = lease.renewLease(g.model, key, limit, TIMING, rel, id, op.tokens, op.durMs * 1000, now);
-        expect([num(rr[0]), num(rr[1]), ...rel.map((_, j) => num(rr[3 + j]))], step).toEqual([
+        expect([rr.granted, rr.expiryUs, ...rr.returned], step).toEqual([
           want.granted,
           want.expiryUs,
           ...want.returned,
@@ -680,10 +687,10 @@ async function runSequence(
         const h = key.leases.get(id);
         const used = h === undefined ? 1 : (h.tokens * op.usedPct) / 100;
         const rr = await g.scripts.call("leaseRelease", a.keys, [g.name, ...a.policyArgv, id, String(used)]);
-        const now = num(rr[1]);
+        const now = rr.nowUs;
         notePieces(stats, key, limit, g.model.marker, now);
         const want = lease.releaseLease(g.model, key, limit, TIMING, id, used, now);
-        expect(num(rr[0]), step).toBe(want.returned);
+        expect(rr.returned, step).toBe(want.returned);
         break;
       }
       case "grant": {
@@ -696,19 +703,20 @@ async function runSequence(
           units,
           op.durMs * 1000,
         ]);
-        const now = num(rr[5]);
+        const now = rr.nowUs;
         notePiecesIf(stats, key, limit, g.model.marker, now, () => {
           const want = lease.grantLoan(g.model, g.name, key, limit, TIMING, to, units, op.durMs * 1000, now);
           if (want.ok) {
-            expect([num(rr[0]), num(rr[2]), num(rr[3]), num(rr[4])], step).toEqual([
-              1,
-              want.loan.units,
-              want.loan.deadlineUs,
-              want.loan.seq,
-            ]);
+            expect(rr, step).toEqual({
+              ok: true,
+              units: want.loan.units,
+              deadlineUs: want.loan.deadlineUs,
+              seq: want.loan.seq,
+              nowUs: now,
+            });
             loans.push({ from: g.name, to, loan: want.loan });
           } else {
-            expect([num(rr[0]), String(rr[1])], step).toEqual([0, want.reason]);
+            expect(rr, step).toEqual({ ok: false, reason: want.reason, nowUs: now });
           }
           return want.ok;
         });
@@ -717,10 +725,10 @@ async function runSequence(
       case "return": {
         const from = other(g.name);
         const rr = await g.scripts.call("loanReturn", a.keys, [g.name, ...a.policyArgv, from]);
-        const now = num(rr[1]);
+        const now = rr.nowUs;
         notePiecesIf(stats, key, limit, g.model.marker, now, () => {
           const want = lease.returnLoan(g.model, key, limit, TIMING, from, now);
-          expect(num(rr[0]), step).toBe(want.seq);
+          expect(rr.seq, step).toBe(want.seq);
           if (want.seq > 0) returns.push({ from: g.name, to: from, seq: want.seq });
           return want.seq > 0;
         });
@@ -729,18 +737,18 @@ async function runSequence(
       case "inspect": {
         // Read-only: a missing marker is reported, not created (the model's copy of the region absorbs it).
         const rr = await g.scripts.call("inspect", a.keys, [g.name, ...a.policyArgv]);
-        const now = num(rr[0]);
+        const now = rr.nowUs;
         const view = { ...g.model };
         const want = lease.peek(view, key, limit, TIMING, now);
         expect(
           {
-            marker: String(rr[1]),
-            recovering: num(rr[2]) === 1,
-            share: num(rr[3]),
-            remaining: num(rr[4]),
-            capacity: num(rr[5]),
-            rate: num(rr[6]),
-            resetUs: num(rr[8]),
+            marker: rr.marker,
+            recovering: rr.recovering,
+            share: rr.share,
+            remaining: rr.remaining,
+            capacity: rr.capacity,
+            rate: rr.ratePerSecond,
+            resetUs: rr.resetUs,
           },
           step,
         ).toEqual({
@@ -769,7 +777,7 @@ async function runSequence(
             [markerKey(shard), replidKey(shard)],
             ["rotate", "", ""],
           );
-          g.model.marker = String(rr[0]);
+          g.model.marker = rr.marker;
         }
         break;
       }
@@ -816,27 +824,19 @@ function notePiecesIf(
 }
 
 /** A decision reply (check/refund layout, or one compound item) against the model's outcome. */
-function expectDecision(rr: unknown[], at: number[], want: lease.CheckOutcome, p: KeyPolicy, step: string) {
-  const [iAllowed, iRem, iShare, iLeased, iRec, iReset] = at as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
+function expectDecision(rr: DecisionReply, want: lease.CheckOutcome, p: KeyPolicy, step: string) {
   const l = p.limit;
   const rateAlg = l.algorithm === "token_bucket" || l.algorithm === "gcra";
-  const share = num(rr[iShare]);
-  const capacity = rateAlg ? (l.capacity * share) / U - num(rr[iLeased]) : (l.capacity * p.baseShare) / U;
+  const share = rr.share;
+  const capacity = rateAlg ? (l.capacity * share) / U - rr.leased : (l.capacity * p.baseShare) / U;
   expect(
     {
-      allowed: num(rr[iAllowed]) === 1,
-      remaining: num(rr[iRem]),
+      allowed: rr.allowed,
+      remaining: rr.remaining,
       share,
       capacity,
-      recovering: num(rr[iRec]) === 1,
-      resetUs: num(rr[iReset]),
+      recovering: rr.recovering,
+      resetUs: rr.resetUs,
     },
     step,
   ).toEqual({

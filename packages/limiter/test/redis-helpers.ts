@@ -1,5 +1,7 @@
 // Shared fixtures of the redis-*.int tests: policies, timing, a Redis per file.
 import { parseRegionConfig, type RegionConfig } from "@geoquota/config";
+import { createRedisStore, initFreshRegion } from "@geoquota/redis";
+import { redisPerFile } from "@geoquota/testkit";
 import type { KeyPolicy, LeaseTiming, RefundReceiptRef } from "../src/types.js";
 
 export const TIMING: LeaseTiming = { epsilonUs: 250_000, loanDurationUs: 3_000_000 };
@@ -50,4 +52,16 @@ export function serviceConfig(url: string, replicas: number, primaryCheckMs = 10
     },
     { file: "test.json", env: {} },
   );
+}
+
+/**
+ * One redis-server for the test file with a fresh region on it (marker born
+ * at 0) and the Redis store of region "eu": `fx.redis`, `fx.setup.store`,
+ * `fx.setup.marker`.
+ */
+export function freshRegionPerFile() {
+  return redisPerFile(async (redis) => ({
+    marker: (await initFreshRegion(redis)).marker,
+    store: createRedisStore({ redis, region: "eu", timing: TIMING }),
+  }));
 }

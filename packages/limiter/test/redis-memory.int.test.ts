@@ -2,30 +2,19 @@
 // from `GQ_MEMORY_REPORT=<file> vitest run … redis-memory`). The assertions are
 // budgets, so a change that bloats the per-key state fails here.
 import { writeFileSync } from "node:fs";
-import { type RedisServer, startRedis } from "@geoquota/testkit";
-import type { Redis } from "ioredis";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { redisPerFile } from "@geoquota/testkit";
+import { expect, it } from "vitest";
 import { createGossipStore, createRedisStore, initFreshRegion, keyNames } from "@geoquota/redis";
 import type { Algorithm } from "../src/types.js";
 import { policy, TIMING } from "./redis-helpers.js";
 
-let server: RedisServer;
-let redis: Redis;
-
-beforeAll(async () => {
-  server = await startRedis();
-  redis = server.client();
-  await initFreshRegion(redis);
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const fx = redisPerFile(initFreshRegion);
 
 const BUDGET_BYTES = 400;
 
 it("per-key memory stays within budget for every algorithm and key class", async () => {
-  const store = createRedisStore({ redis, region: "eu-west-1", timing: TIMING });
-  const gossip = createGossipStore({ redis, region: "eu-west-1", timing: TIMING });
+  const store = createRedisStore({ redis: fx.redis, region: "eu-west-1", timing: TIMING });
+  const gossip = createGossipStore({ redis: fx.redis, region: "eu-west-1", timing: TIMING });
   const rows: string[] = [];
   const algorithms: Algorithm[] = ["token_bucket", "gcra", "fixed_window", "sliding_window", "sliding_log"];
   for (const algorithm of algorithms) {
@@ -33,7 +22,7 @@ it("per-key memory stays within budget for every algorithm and key class", async
     for (let i = 0; i < 10; i++) await store.check(p, 1);
     const [b, c, l, k, z] = keyNames(p.tenant, p.resource);
     const usage = async (key: string) =>
-      Number((await redis.call("MEMORY", "USAGE", key, "SAMPLES", "0")) ?? 0);
+      Number((await fx.redis.call("MEMORY", "USAGE", key, "SAMPLES", "0")) ?? 0);
     const cells: Record<string, number> = { "P:b": await usage(b), "P:c": await usage(c) };
     if (algorithm === "sliding_log") cells["P:z (10 entries)"] = await usage(z);
     if (algorithm === "token_bucket") {

@@ -3,29 +3,13 @@
 // and the model replays each call at that instant. Equality is exact (same
 // doubles): the Lua mirrors the model's arithmetic operation for operation.
 import * as lease from "@geoquota/lease";
-import { type RedisServer, startRedis } from "@geoquota/testkit";
 import fc from "fast-check";
-import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { keyLimit } from "@geoquota/redis";
-import { createRedisStore, initFreshRegion, type RedisRegionStore } from "@geoquota/redis";
 import type { Algorithm, KeyPolicy } from "../src/types.js";
-import { policy, receiptRef, sleep, TIMING } from "./redis-helpers.js";
+import { freshRegionPerFile, policy, receiptRef, sleep, TIMING } from "./redis-helpers.js";
 
-let server: RedisServer;
-let redis: Redis;
-let store: RedisRegionStore;
-let marker: string;
-
-beforeAll(async () => {
-  server = await startRedis();
-  redis = server.client();
-  marker = (await initFreshRegion(redis)).marker;
-  store = createRedisStore({ redis, region: "eu", timing: TIMING });
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const fx = freshRegionPerFile();
 
 const op = fc.record({
   kind: fc.constantFrom("check", "check", "check", "refund"),
@@ -35,7 +19,7 @@ const op = fc.record({
 
 /** A refund with a fresh receipt (the model has no receipts: refusals are tested elsewhere). */
 async function refunded(p: KeyPolicy, cost: number) {
-  const r = await store.refund(p, cost, receiptRef());
+  const r = await fx.setup.store.refund(p, cost, receiptRef());
   if (!r.refunded) throw new Error(`refund refused: ${r.reason}`);
   return r.decision;
 }
@@ -51,12 +35,13 @@ describe("scripts = model (replay with the scripts' own TIME)", () => {
           fc.integer({ min: 200_000, max: 1_000_000 }),
           async (ops, base) => {
             const p = policy({ algorithm, capacity: 5, refillPerSecond: 40, windowMs: 120 }, { base });
-            const region: lease.RegionState = { region: "eu", marker };
+            const region: lease.RegionState = { region: "eu", marker: fx.setup.marker };
             const key = lease.emptyKeyState();
             const limit = keyLimit(p);
             for (const o of ops) {
               if (o.sleepMs > 0) await sleep(o.sleepMs);
-              const got = o.kind === "check" ? await store.check(p, o.cost) : await refunded(p, o.cost);
+              const got =
+                o.kind === "check" ? await fx.setup.store.check(p, o.cost) : await refunded(p, o.cost);
               const want =
                 o.kind === "check"
                   ? lease.check(region, key, limit, TIMING, o.cost, got.nowUs)

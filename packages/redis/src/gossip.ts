@@ -1,18 +1,24 @@
-// The daemon's side of the store: loans, merges, returns and the change feed.
-// Loan times all come from this region's Redis TIME (trap 7).
+// The daemon's side of the store: loans, merges, returns, the change feed and
+// the anti-entropy sweep. Loan times all come from this region's Redis TIME
+// (trap 7). The gossip daemon's one adapter (packages/gossip
+// src/daemon/redis-port.ts) translates these into its CRDT records; nothing
+// else in the daemon touches the keys.
+import type { Redis } from "ioredis";
 import type { KeyPolicy, Timing, LoanRecord } from "@geoquota/lease";
 import { type KeyArgs, keyArgsBuilder } from "./args.js";
-import { num, str } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
 import {
   ALL_SHARDS,
   assertName,
   dirtyKey,
   drainGenKey,
+  isCluster,
+  parseCounterKey,
   parseDirtyMember,
   type RedisClient,
   shardOf,
 } from "./keys.js";
+import type { LoanRefusal } from "./replies.js";
 import { durabilityWaiter, ensureIncarnation, shardNode } from "./replication.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
 import { inspectKey, type KeyStateView } from "./store.js";
@@ -27,7 +33,7 @@ export type GrantResult =
     }
   | {
       readonly ok: false;
-      readonly reason: "recovering" | "algorithm" | "units" | "floor" | "leased" | "self";
+      readonly reason: LoanRefusal;
       readonly nowUs: number;
     };
 
@@ -56,6 +62,15 @@ export interface GossipStore {
   ): Promise<{ dropped: number; nowUs: number }>;
   /** Pops up to `max` changed keys from the change feeds of all shards. */
   drainDirty(max: number): Promise<{ nowUs: number; keys: { tenant: string; resource: string }[] }>;
+  /**
+   * One SCAN step over the keys' counter hashes (anti-entropy: keys no check
+   * touched lately). `cursor` "0" starts and ends a sweep; on a Cluster it
+   * walks the masters in turn.
+   */
+  sweepKeys(
+    cursor: string,
+    count: number,
+  ): Promise<{ cursor: string; keys: { tenant: string; resource: string }[] }>;
   /** Everything the region holds for one key (counters, loans, leases, share), read-only. */
   readKeyState(policy: KeyPolicy): Promise<KeyStateView>;
   /**
@@ -81,6 +96,37 @@ export interface GossipStoreOptions {
 }
 
 const MAX_DRAIN = 10_000;
+
+/** Counter keys `gq:{s<k>}:<tenant>:<resource>:c` (keys.ts keyNames). */
+const COUNTER_KEY_PATTERN = "gq:{s*}:*:*:c";
+
+/**
+ * One SCAN step. On a Cluster the cursor walks the masters in turn:
+ * `<node index>:<node cursor>` ("0" = start and end, as for SCAN).
+ */
+async function scanStep(redis: RedisClient, cursor: string, count: number): Promise<[string, string[]]> {
+  if (!isCluster(redis)) return redis.scan(cursor, "MATCH", COUNTER_KEY_PATTERN, "COUNT", count);
+  const masters: Redis[] = redis
+    .nodes("master")
+    .slice()
+    .sort((a, b) =>
+      `${a.options.host}:${a.options.port}`.localeCompare(`${b.options.host}:${b.options.port}`),
+    );
+  const at = cursor.indexOf(":");
+  let node = at < 0 ? 0 : Number(cursor.slice(0, at));
+  const inner = at < 0 ? "0" : cursor.slice(at + 1);
+  if (!(node >= 0 && node < masters.length)) return ["0", []];
+  const [next, names] = await (masters[node] as Redis).scan(
+    inner,
+    "MATCH",
+    COUNTER_KEY_PATTERN,
+    "COUNT",
+    count,
+  );
+  if (next !== "0") return [`${node}:${next}`, names];
+  node += 1;
+  return [node < masters.length ? `${node}:0` : "0", names];
+}
 
 export function createGossipStore(options: GossipStoreOptions): GossipStore {
   const { redis, region, timing } = options;
@@ -122,19 +168,16 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
         units,
         durationUs,
       ]);
-      const nowUs = num(r[5], "now");
-      if (num(r[0], "ok") !== 1) {
-        return { ok: false, reason: str(r[1], "reason") as "floor", nowUs };
-      }
+      if (!r.ok) return r;
       const { durable } = await waitDurable(a.shard);
       const loan: LoanRecord = {
         lender: region,
         borrower,
-        units: num(r[2], "units"),
-        deadlineUs: num(r[3], "deadline"),
-        seq: num(r[4], "seq"),
+        units: r.units,
+        deadlineUs: r.deadlineUs,
+        seq: r.seq,
       };
-      return { ok: true, loan, nowUs, durable };
+      return { ok: true, loan, nowUs: r.nowUs, durable };
     },
 
     async mergeRemote(policy, loans, counters) {
@@ -149,28 +192,21 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
       const entries = Object.entries(counters).filter(([f, v]) => /^[pnd]\|/.test(f) && Number.isFinite(v));
       argv.push(entries.length);
       for (const [f, v] of entries) argv.push(f, String(v));
-      const r = await scripts.call("loanMerge", a.keys, argv);
-      return {
-        loansChanged: num(r[0], "loans"),
-        countersChanged: num(r[1], "counters"),
-        nowUs: num(r[2], "now"),
-      };
+      return scripts.call("loanMerge", a.keys, argv);
     },
 
     async returnLoan(policy, lender) {
       assertName("lender", lender);
       const a = args(policy);
-      const r = await scripts.call("loanReturn", a.keys, [region, ...a.policyArgv, lender]);
-      const seq = num(r[0], "seq");
+      const { seq, nowUs } = await scripts.call("loanReturn", a.keys, [region, ...a.policyArgv, lender]);
       const durable = seq > 0 ? (await waitDurable(a.shard)).durable : true;
-      return { seq, nowUs: num(r[1], "now"), durable };
+      return { seq, nowUs, durable };
     },
 
     async receiveReturn(policy, borrower, seq) {
       assertName("borrower", borrower);
       const a = args(policy);
-      const r = await scripts.call("loanReturnReceived", a.keys, [region, ...a.policyArgv, borrower, seq]);
-      return { dropped: num(r[0], "dropped"), nowUs: num(r[1], "now") };
+      return scripts.call("loanReturnReceived", a.keys, [region, ...a.policyArgv, borrower, seq]);
     },
 
     async drainDirty(max) {
@@ -197,10 +233,20 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
       let nowUs = 0;
       const keys: { tenant: string; resource: string }[] = [];
       for (const r of replies) {
-        nowUs = Math.max(nowUs, num(r[0], "now"));
-        if (Array.isArray(r[1])) for (const m of r[1]) keys.push(parseDirtyMember(str(m, "member")));
+        nowUs = Math.max(nowUs, r.nowUs);
+        for (const m of r.members) keys.push(parseDirtyMember(m));
       }
       return { nowUs, keys };
+    },
+
+    async sweepKeys(cursor, count) {
+      const [next, names] = await scanStep(redis, cursor, count);
+      const keys: { tenant: string; resource: string }[] = [];
+      for (const n of names) {
+        const k = parseCounterKey(n);
+        if (k) keys.push(k);
+      }
+      return { cursor: next, keys };
     },
 
     readKeyState(policy) {

@@ -36,6 +36,7 @@ export {
   type MarkerResult,
   type PrimaryWatcher,
   probeKey,
+  readShardMarkers,
   type ReplicationInfo,
   replicationInfo,
   rotateIncarnation,
@@ -49,6 +50,23 @@ export {
   ScriptCaller,
   scriptSources,
 } from "./scripts.js";
+export type {
+  CheckReply,
+  CompoundReply,
+  DecisionReply,
+  DrainDirtyReply,
+  InspectReply,
+  LeaseAcquireReply,
+  LeaseReleaseReply,
+  LoanGrantReply,
+  LoanMergeReply,
+  LoanRefusal,
+  LoanReturnReceivedReply,
+  LoanReturnReply,
+  RefundReply,
+  RegionInitReply,
+  ScriptReplies,
+} from "./replies.js";
 export { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
 export {
   createRedisStore,

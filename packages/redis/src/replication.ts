@@ -26,7 +26,6 @@
 // the master node that serves its slot. Functions below touch every shard
 // with one script call per shard (never MULTI or a cross-slot pipeline).
 import type { Redis } from "ioredis";
-import { num, str } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
 import {
   ALL_SHARDS,
@@ -95,12 +94,7 @@ async function regionInit(
   replid: string,
   freshId = "",
 ): Promise<ShardResult> {
-  const r = await bindScripts(redis).call(
-    "regionInit",
-    [markerKey(shard), replidKey(shard)],
-    [mode, replid, freshId],
-  );
-  return { marker: str(r[0], "marker"), nowUs: num(r[1], "now"), changed: num(r[2], "changed") === 1 };
+  return bindScripts(redis).call("regionInit", [markerKey(shard), replidKey(shard)], [mode, replid, freshId]);
 }
 
 async function everyShard(
@@ -352,4 +346,47 @@ export function durabilityWaiter(redis: RedisClient, options: { replicas: number
     }
     return queue.next;
   };
+}
+
+/**
+ * Every shard's marker: one MGET on a standalone server; on a Cluster one
+ * pipeline per master over its own connection (a node connection may mix
+ * slots it serves, the cluster client's pipeline may not).
+ */
+async function readMarkers(redis: RedisClient): Promise<(string | null)[]> {
+  if (!isCluster(redis)) return redis.mget(ALL_SHARDS.map(markerKey));
+  const byNode = new Map<Redis, number[]>();
+  for (const k of ALL_SHARDS) {
+    const node = shardNode(redis, k);
+    const list = byNode.get(node);
+    if (list === undefined) byNode.set(node, [k]);
+    else list.push(k);
+  }
+  const out: (string | null)[] = ALL_SHARDS.map(() => null);
+  await Promise.all(
+    [...byNode].map(async ([node, shards]) => {
+      const p = node.pipeline();
+      for (const k of shards) p.get(markerKey(k));
+      const replies = (await p.exec()) ?? [];
+      for (const [i, k] of shards.entries()) {
+        const [err, value] = replies[i] ?? [new Error("no reply"), null];
+        if (err) throw err;
+        out[k] = (value as string | null) ?? null;
+      }
+    }),
+  );
+  return out;
+}
+
+/**
+ * Every shard's incarnation marker (null: not created yet) and the Redis
+ * time, read-only (the daemon's recovery watch: a shard is in recovery while
+ * its marker is younger than D + 2ε).
+ */
+export async function readShardMarkers(
+  redis: RedisClient,
+): Promise<{ markers: (string | null)[]; nowUs: number }> {
+  const [sec, usec] = await shardNode(redis, 0).time();
+  const nowUs = Number(sec) * 1_000_000 + Number(usec);
+  return { markers: await readMarkers(redis), nowUs };
 }

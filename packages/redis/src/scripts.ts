@@ -6,6 +6,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { RedisStoreError } from "./errors.js";
 import { parseHeader } from "./header.js";
 import type { RedisClient } from "./keys.js";
+import { DECODERS, type ScriptReplies } from "./replies.js";
 import { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
 
 /**
@@ -129,12 +130,16 @@ export function bindScripts(redis: RedisClient): ScriptCaller {
 export class ScriptCaller {
   constructor(private readonly redis: RedisClient) {}
 
-  /** Runs a script; `keys` and `argv` must match its spec (the header) in length. */
-  async call(
-    name: ScriptName,
+  /**
+   * Runs a script; `keys` and `argv` must match its spec (the header) in
+   * length. The reply comes back decoded into the script's interface
+   * (replies.ts).
+   */
+  async call<N extends ScriptName>(
+    name: N,
     keys: readonly string[],
     argv: readonly (string | number)[],
-  ): Promise<unknown[]> {
+  ): Promise<ScriptReplies[N]> {
     const spec: ScriptSpec = SCRIPTS[name];
     const fn = (this.redis as unknown as Record<string, ScriptFn>)[COMMAND_PREFIX + name];
     if (fn === undefined) throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name} not defined`);
@@ -160,6 +165,6 @@ export class ScriptCaller {
       reply = await fn.call(this.redis, ...keys, ...argv);
     }
     if (!Array.isArray(reply)) throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
-    return reply;
+    return DECODERS[name](reply);
   }
 }

@@ -16,9 +16,10 @@ import {
   type Timing,
 } from "@geoquota/lease";
 import { assertCost, type KeyArgs, keyArgsBuilder } from "./args.js";
-import { num, pairs, parseLoan, str } from "./decode.js";
+import { parseLoan } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
 import { assertName, isCluster, type RedisClient, refundedReceiptsKey } from "./keys.js";
+import type { DecisionReply, InspectReply } from "./replies.js";
 import { type Durability, durabilityWaiter } from "./replication.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
 
@@ -113,25 +114,14 @@ export const MAX_RELEASES_PER_CALL = 64;
 const U = SHARE_UNITS;
 
 /**
- * Maps a decision reply (6 values from `off`: allowed, remaining, share,
- * leased, recovering, resetUs; plus the cost asked). Capacity and rate are
- * derived here rather than formatted by the script (cheaper for Redis), with
- * the script's (and the model's) double operations in the same order:
- * rate algorithms C·s/U − leased and R·s/U, windows C·base/U and 0.
+ * Maps a decision reply (plus the cost asked) to a Decision. Capacity and
+ * rate are derived here rather than formatted by the script (cheaper for
+ * Redis), with the script's (and the model's) double operations in the same
+ * order: rate algorithms C·s/U − leased and R·s/U, windows C·base/U and 0.
  */
-export function toDecision(
-  policy: KeyPolicy,
-  r: readonly unknown[],
-  off: number,
-  nowUs: number,
-  cost: number,
-): StoreDecision {
-  const allowed = num(r[off], "allowed") === 1;
-  const tokens = num(r[off + 1], "remaining");
-  const share = num(r[off + 2], "share");
-  const leased = num(r[off + 3], "leased");
-  const recovering = num(r[off + 4], "recovering") === 1;
-  const resetUs = num(r[off + 5], "resetUs");
+export function toDecision(policy: KeyPolicy, r: DecisionReply, nowUs: number, cost: number): StoreDecision {
+  const { allowed, share, leased, recovering, resetUs } = r;
+  const tokens = r.remaining;
   const l = policy.limit;
   const rateAlg = l.algorithm === "token_bucket" || l.algorithm === "gcra";
   const capacity = rateAlg ? (l.capacity * share) / U - leased : (l.capacity * policy.baseShare) / U;
@@ -209,9 +199,8 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     assertCost(cost);
     const a = args(policy);
     const r = await scripts.call("check", a.keys, [region, ...a.policyArgv, String(cost)]);
-    const nowUs = num(r[5], "now");
-    if (mustBeDurable !== undefined && r[0] === 1) await mustBeDurable("check", a.shard);
-    return toDecision(policy, [r[0], r[1], r[2], r[3], r[4], r[6]], 0, nowUs, cost);
+    if (mustBeDurable !== undefined && r.allowed) await mustBeDurable("check", a.shard);
+    return toDecision(policy, r, r.nowUs, cost);
   };
 
   const renew = async (
@@ -250,15 +239,13 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     }
     const r = await scripts.call("leaseAcquire", a.keys, argv);
     // Granted tokens are spent without asking Redis again: durable first.
-    if (mustBeDurable !== undefined && num(r[0], "granted") > 0) await mustBeDurable("leaseAcquire", a.shard);
+    if (mustBeDurable !== undefined && r.granted > 0) await mustBeDurable("leaseAcquire", a.shard);
+    if (r.returned.length !== releases.length) {
+      throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `leaseAcquire: ${r.returned.length} returned values`);
+    }
     return {
-      lease: {
-        leaseId,
-        granted: num(r[0], "granted"),
-        expiryUs: num(r[1], "expiry"),
-        nowUs: num(r[2], "now"),
-      },
-      returned: releases.map((_, i) => num(r[3 + i], "returned")),
+      lease: { leaseId, granted: r.granted, expiryUs: r.expiryUs, nowUs: r.nowUs },
+      returned: [...r.returned],
     };
   };
 
@@ -277,8 +264,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       const keys = [...a.keys, refundedReceiptsKey(policy.tenant, policy.resource)];
       const argv = [region, ...a.policyArgv, String(cost), id, admittedUs, expiresUs];
       const r = await scripts.call("refund", keys, argv);
-      const status = num(r[0], "status");
-      const nowUs = num(r[5], "now");
+      const { status, nowUs } = r;
       if (status !== 1) {
         const reason = REFUND_REFUSALS[status];
         if (reason === undefined) throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `refund status ${status}`);
@@ -286,7 +272,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       }
       return {
         refunded: true,
-        decision: toDecision(policy, [r[0], r[1], r[2], r[3], r[4], r[6]], 0, nowUs, cost),
+        decision: toDecision(policy, r.decision, nowUs, cost),
       };
     },
 
@@ -313,10 +299,13 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       }
       if (items.length === 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", "empty compound check");
       const r = await scripts.call("checkCompound", keys, argv);
-      const nowUs = num(r[2], "now");
-      if (mustBeDurable !== undefined && r[0] === 1) await mustBeDurable("checkCompound", firstShard);
-      const parts = items.map((it, i) => toDecision(it.policy, r, 3 + 6 * i, nowUs, it.cost));
-      return { allowed: num(r[0], "allowed") === 1, failedIndex: num(r[1], "failed"), parts, nowUs };
+      const { nowUs } = r;
+      if (mustBeDurable !== undefined && r.allowed) await mustBeDurable("checkCompound", firstShard);
+      if (r.parts.length !== items.length) {
+        throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `checkCompound: ${r.parts.length} decisions`);
+      }
+      const parts = items.map((it, i) => toDecision(it.policy, r.parts[i] as DecisionReply, nowUs, it.cost));
+      return { allowed: r.allowed, failedIndex: r.failedIndex, parts, nowUs };
     },
 
     async acquireLease(policy, tokens, durationMs): Promise<Lease> {
@@ -332,8 +321,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       if (!Number.isFinite(used) || used < 0)
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `used ${used}`);
       const a = args(policy);
-      const r = await scripts.call("leaseRelease", a.keys, [region, ...a.policyArgv, leaseId, String(used)]);
-      return { returned: num(r[0], "returned"), nowUs: num(r[1], "now") };
+      return scripts.call("leaseRelease", a.keys, [region, ...a.policyArgv, leaseId, String(used)]);
     },
 
     async releaseLease(policy, leaseId, used) {
@@ -392,12 +380,12 @@ export interface KeyStateView {
 }
 
 export async function inspectKey(scripts: ScriptCaller, a: KeyArgs, region: string): Promise<KeyStateView> {
-  const r = await scripts.call("inspect", a.keys, [region, ...a.policyArgv]);
+  const r: InspectReply = await scripts.call("inspect", a.keys, [region, ...a.policyArgv]);
   const admitted: Record<string, number> = {};
   const refunded: Record<string, number> = {};
   const denied: Record<string, number> = {};
   const counterFields: Record<string, number> = {};
-  for (const [f, v] of pairs(r[9], "counters")) {
+  for (const [f, v] of r.counters) {
     const n = Number(v);
     counterFields[f] = n;
     const replica = f.slice(2);
@@ -409,7 +397,7 @@ export async function inspectKey(scripts: ScriptCaller, a: KeyArgs, region: stri
   const granted: LoanRecord[] = [];
   const loansIn: LoanRecord[] = [];
   const returned: Record<string, number> = {};
-  for (const [f, v] of pairs(r[10], "loans")) {
+  for (const [f, v] of r.loans) {
     const who = f.slice(2);
     if (f.startsWith("o|")) {
       for (const e of v.split(",")) loansOut.push({ lender: region, borrower: who, ...parseLoan(e) });
@@ -418,19 +406,19 @@ export async function inspectKey(scripts: ScriptCaller, a: KeyArgs, region: stri
     else if (f.startsWith("r|")) returned[who] = Number(v);
   }
   const leases: Record<string, { tokens: number; expiryUs: number }> = {};
-  for (const [id, v] of pairs(r[11], "leases")) {
+  for (const [id, v] of r.leases) {
     const [t, e] = v.split(":");
     leases[id] = { tokens: Number(t), expiryUs: Number(e) };
   }
   return {
-    nowUs: num(r[0], "now"),
-    marker: str(r[1], "marker"),
-    recovering: num(r[2], "recovering") === 1,
-    share: num(r[3], "share"),
-    tokens: num(r[4], "tokens"),
-    capacity: num(r[5], "capacity"),
-    ratePerSecond: num(r[6], "rate"),
-    bucketExists: num(r[7], "exists") === 1,
+    nowUs: r.nowUs,
+    marker: r.marker,
+    recovering: r.recovering,
+    share: r.share,
+    tokens: r.remaining,
+    capacity: r.capacity,
+    ratePerSecond: r.ratePerSecond,
+    bucketExists: r.bucketExists,
     counters: { admitted, refunded, denied },
     counterFields,
     loansOut,

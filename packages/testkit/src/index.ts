@@ -1,7 +1,8 @@
 // The test kit: what test files import. The process spawners live in
 // @geoquota/procs (the CLI uses them too) and the global-bound oracle in
-// @geoquota/sim; this package gathers them for tests and is never a
-// dependency of a shipped package.
+// @geoquota/sim; this package gathers them for tests, adds the fixtures many
+// test files share (redis-fixture.ts), and is never a dependency of a shipped
+// package.
 export {
   findBinary,
   freePort,
@@ -32,3 +33,4 @@ export {
   type OracleVerdict,
   type Refund,
 } from "@geoquota/sim";
+export { type RedisFixture, redisPerFile } from "./redis-fixture.js";

@@ -5,9 +5,10 @@
 // and when `signal` aborts (SIGINT/SIGTERM in the CLI). With the stream
 // scenario, per region a metered WebSocket server and a flood client of one
 // tenant run too (stream-rig.ts); they are stopped before the cluster, and
-// the tenant's streamed bytes get their own exact verdict.
+// the tenant's streamed bytes get their own exact verdict. The steps are
+// named functions below `runDemo`, in the order it calls them.
 import { join } from "node:path";
-import { loadPolicies, lookupPolicy } from "@geoquota/config";
+import { loadPolicies, lookupPolicy, type PolicySet } from "@geoquota/config";
 import { repoRoot } from "@geoquota/procs";
 import { checkGlobalBound, type OracleVerdict } from "@geoquota/sim";
 import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
@@ -83,7 +84,23 @@ export interface DemoResult {
 const HOT = "us-east";
 const FLUSHED = "eu-west";
 
+/**
+ * The demo in four named steps: start the cluster (`startDemoCluster`), set
+ * the run up and drive the traffic phases with the live view
+ * (`planRun`, `driveTraffic`; everything is stopped at its end, always), judge
+ * what the client recorded (`judge`), then write the report (`writeDemoReport`).
+ */
 export async function runDemo(o: DemoOptions): Promise<DemoResult> {
+  const cluster = await startDemoCluster(o);
+  const run = planRun(o, cluster);
+  const traffic = await driveTraffic(o, cluster, run);
+  const endMs = run.now();
+  const judged = judge(o, run, traffic);
+  return writeDemoReport(o, run, traffic, judged, endMs);
+}
+
+/** Starts the local cluster (gossip behind Toxiproxy for the partition scenario; stream policies merged in). */
+async function startDemoCluster(o: DemoOptions): Promise<Cluster> {
   const write = o.write;
   const needsToxiproxy = o.scenarios.includes("partition");
   const withStream = o.scenarios.includes("stream");
@@ -98,9 +115,8 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
         o.streamPoliciesFile ?? join(repoRoot, "regions", "stream-policies.json"),
       )
     : undefined;
-  let cluster: Cluster;
   try {
-    cluster = await o.startCluster({
+    return await o.startCluster({
       regions: o.regions ?? 3,
       toxiproxy: needsToxiproxy,
       ...(merged ? { policiesFile: merged.path } : {}),
@@ -108,14 +124,25 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   } finally {
     merged?.cleanup();
   }
-  let traffic: TrafficGenerator | undefined;
-  let poller: ClusterPoller | undefined;
-  let streamPoller: ClusterPoller | undefined;
-  let viewTimer: NodeJS.Timeout | undefined;
-  let closeSender: (() => Promise<void>) | undefined;
-  let rig: StreamRig | undefined;
-  let streamStart: { atMs: number; endMs: number } | undefined;
-  let streamPausedMax = 0;
+}
+
+/** What the run is made of, fixed before the traffic starts. */
+interface DemoRun {
+  readonly ids: readonly string[];
+  readonly policies: PolicySet;
+  /** The main key first, then the side keys. */
+  readonly keys: readonly DemoKey[];
+  readonly main: DemoKey;
+  readonly hot: string;
+  readonly plan: readonly PlannedScenario[];
+  readonly log: RequestLog;
+  readonly origin: number;
+  /** ms since `origin`. */
+  readonly now: () => number;
+  readonly clock: ScheduleClock;
+}
+
+function planRun(o: DemoOptions, cluster: Cluster): DemoRun {
   const ids = cluster.regions.map((r) => r.id);
   const policies = loadPolicies(cluster.policiesPath, ids);
   const keys: DemoKey[] = [MAIN_KEY, ...SIDE_KEYS].map((k) => {
@@ -145,18 +172,49 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   const origin = performance.now();
   const now = () => performance.now() - origin;
   const clock: ScheduleClock = { now, sleep: realClock.sleep };
+  return { ids, policies, keys, main, hot, plan, log, origin, now, clock };
+}
+
+/** What the traffic phases leave behind for the verdict and the report. */
+interface TrafficOutcome {
+  readonly interrupted: boolean;
+  readonly faults: FaultWindow[];
+  readonly flushes: ReadonlyArray<{ region: string; atMs: number; window: FaultWindow }>;
+  readonly samples: readonly ClusterSample[];
+  readonly counters: { readonly sent: number; readonly shed: number };
+  readonly rig: StreamRig | undefined;
+  readonly streamStart: { atMs: number; endMs: number } | undefined;
+  readonly streamPausedMax: number;
+}
+
+/**
+ * Starts the stream rig (stream scenario), the traffic generator, the pollers
+ * and the live view, runs the scenarios' schedule with its faults, then stops
+ * all of it and the cluster: on success, on error and when `signal` aborts.
+ */
+async function driveTraffic(o: DemoOptions, cluster: Cluster, run: DemoRun): Promise<TrafficOutcome> {
+  const write = o.write;
+  const { ids, keys, main, now, log } = run;
+  let traffic: TrafficGenerator | undefined;
+  let poller: ClusterPoller | undefined;
+  let streamPoller: ClusterPoller | undefined;
+  let viewTimer: NodeJS.Timeout | undefined;
+  let closeSender: (() => Promise<void>) | undefined;
+  let rig: StreamRig | undefined;
+  let streamStart: { atMs: number; endMs: number } | undefined;
+  let streamPausedMax = 0;
   const faults: FaultWindow[] = [];
   const flushes: Array<{ region: string; atMs: number; window: FaultWindow }> = [];
   let current: PlannedScenario | undefined;
   let interrupted = false;
   try {
     if (o.signal?.aborted) throw new Interrupted();
-    if (withStream) {
+    if (o.scenarios.includes("stream")) {
       rig = await (o.startStream ?? startStreamRig)({
         regions: cluster.regions.map((r) => ({ id: r.id, redis: r.redis })),
-        policies,
+        policies: run.policies,
         tenant: main.tenant,
-        originMs: origin,
+        originMs: run.origin,
       });
       write(
         `stream servers up in ${ids.length} regions: ${rig.tenant}/${rig.resource} C = ${rig.limit.capacity} B, r = ${rig.limit.refillPerSecond} B/s; each client will offer ${rig.multiple}× r\n`,
@@ -239,8 +297,8 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     );
     traffic.start();
     await runSchedule(
-      plan,
-      clock,
+      run.plan,
+      run.clock,
       {
         onScenario(s, atMs) {
           current = s;
@@ -303,9 +361,32 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     write("stopping the cluster…\n");
     await cluster.stop();
   }
-  const endMs = now();
+  return {
+    interrupted,
+    faults,
+    flushes,
+    samples: poller?.samples ?? [],
+    counters: { sent: traffic?.counters.sent ?? 0, shed: traffic?.counters.shed ?? 0 },
+    rig,
+    streamStart,
+    streamPausedMax,
+  };
+}
 
-  // Judge from the client's own records, after every answer is in.
+/** The verdicts and the summary lines, written as they are made. */
+interface Judgement {
+  readonly summary: readonly string[];
+  readonly mainVerdict: OracleVerdict;
+  readonly streamVerdict: OracleVerdict | undefined;
+  /** Requests that got no usable answer. */
+  readonly errors: number;
+  readonly ok: boolean;
+}
+
+/** Judges from the client's own records, after every answer is in. */
+function judge(o: DemoOptions, run: DemoRun, t: TrafficOutcome): Judgement {
+  const { ids, keys, main, log } = run;
+  const { interrupted, rig, streamStart } = t;
   const summary: string[] = [];
   if (interrupted) summary.push("interrupted: the verdict covers the part of the run that happened");
   const verdicts = keys.map((k, i) => checkGlobalBound(log.admissions(i), k));
@@ -316,7 +397,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     const k = keys[i]!;
     summary.push(...boundLines(v, 0, `  ${k.tenant}/${k.resource}`));
   }
-  const shift = plan.find((s) => s.name === "shift");
+  const shift = run.plan.find((s) => s.name === "shift");
   if (shift && !interrupted) {
     const len = shift.endMs - shift.startMs;
     // Measure the second half (at most the last 10 s excluded from the start):
@@ -330,8 +411,8 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
       shift.endMs,
       Math.min(10_000, len / 2),
     );
-    const reached = shareReachedAfter(poller?.samples ?? [], hot, shift.startMs, shift.endMs);
-    summary.push(utilizationLine(u, hot, main.refillPerSecond, reached));
+    const reached = shareReachedAfter(t.samples, run.hot, shift.startMs, shift.endMs);
+    summary.push(utilizationLine(u, run.hot, main.refillPerSecond, reached));
   }
   let streamVerdict: OracleVerdict | undefined;
   if (rig) {
@@ -360,17 +441,29 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
       `${errors} requests got no usable answer (timeouts or errors); the oracle cannot count them`,
     );
   const ok = verdicts.every((v) => v.ok) && (streamVerdict?.ok ?? true);
-  for (const line of summary) write(`${line}\n`);
+  for (const line of summary) o.write(`${line}\n`);
+  return { summary, mainVerdict, streamVerdict, errors, ok };
+}
 
-  for (const f of flushes)
-    f.window.endMs = recoveryEnd(poller?.samples ?? [], f.region, f.atMs, f.atMs + 3500);
+/** Closes the fault windows (a state loss ends when recovery was measured to end) and writes the report. */
+async function writeDemoReport(
+  o: DemoOptions,
+  run: DemoRun,
+  t: TrafficOutcome,
+  j: Judgement,
+  endMs: number,
+): Promise<DemoResult> {
+  const { ids, keys, main, log } = run;
+  const { rig, faults } = t;
+  const { summary, ok, mainVerdict, streamVerdict } = j;
+  for (const f of t.flushes) f.window.endMs = recoveryEnd(t.samples, f.region, f.atMs, f.atMs + 3500);
   for (const f of faults) if (f.endMs === Number.POSITIVE_INFINITY) f.endMs = endMs;
   const data = buildReportData({
     ids,
     main,
-    plan,
+    plan: run.plan,
     faults,
-    samples: poller?.samples ?? [],
+    samples: t.samples,
     log,
     endMs,
     durationMs: Math.max(o.durationMs, endMs),
@@ -390,10 +483,10 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
         }
       : {}),
     stats: {
-      "requests sent": traffic?.counters.sent ?? 0,
+      "requests sent": t.counters.sent,
       "requests recorded": log.size,
-      "shed at the in-flight cap": traffic?.counters.shed ?? 0,
-      "no usable answer": errors,
+      "shed at the in-flight cap": t.counters.shed,
+      "no usable answer": j.errors,
       "admitted (main key)": mainVerdict.admitted,
       "sub-intervals checked (main key)": mainVerdict.intervalsChecked,
       ...(rig
@@ -401,16 +494,16 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
             "stream bytes sent by the clients": rig.stats().reduce((a, g) => a + g.clientSentBytes, 0),
             "stream bytes admitted": streamVerdict?.admitted ?? 0,
             "stream frames admitted": rig.records.length,
-            "most stream connections paused at once (sampled)": streamPausedMax,
+            "most stream connections paused at once (sampled)": t.streamPausedMax,
             "sub-intervals checked (stream)": streamVerdict?.intervalsChecked ?? 0,
           }
         : {}),
     },
   });
   const files = await writeReport(o.reportPath, data, log, keys, ids, rig?.records);
-  write(`report: ${files.htmlPath}\nseries: ${files.jsonPath}\n`);
+  o.write(`report: ${files.htmlPath}\nseries: ${files.jsonPath}\n`);
   return {
-    exitCode: !ok ? 1 : interrupted ? 130 : 0,
+    exitCode: !ok ? 1 : t.interrupted ? 130 : 0,
     ok,
     verdict: mainVerdict,
     ...(streamVerdict ? { streamVerdict } : {}),

@@ -3,8 +3,7 @@
 // Redis clock. Drives the `geoquota_region_recovering` gauge and the
 // recovery_started / recovery_ended log events. Read-only: markers are made
 // and rotated by the scripts and by checkPrimary.
-import { ALL_SHARDS, isCluster, markerKey, type RedisClient, shardNode } from "@geoquota/redis";
-import type { Redis } from "ioredis";
+import { type RedisClient, readShardMarkers } from "@geoquota/redis";
 
 export interface RecoveryState {
   readonly recovering: boolean;
@@ -35,44 +34,13 @@ export function recoveryOf(
   return { recovering: shards > 0, shards, untilUs };
 }
 
-/**
- * Every shard's marker: one MGET on a standalone server; on a Cluster one
- * pipeline per master over its own connection (a node connection may mix
- * slots it serves, the cluster client's pipeline may not).
- */
-async function readMarkers(redis: RedisClient): Promise<(string | null)[]> {
-  if (!isCluster(redis)) return redis.mget(ALL_SHARDS.map(markerKey));
-  const byNode = new Map<Redis, number[]>();
-  for (const k of ALL_SHARDS) {
-    const node = shardNode(redis, k);
-    const list = byNode.get(node);
-    if (list === undefined) byNode.set(node, [k]);
-    else list.push(k);
-  }
-  const out: (string | null)[] = ALL_SHARDS.map(() => null);
-  await Promise.all(
-    [...byNode].map(async ([node, shards]) => {
-      const p = node.pipeline();
-      for (const k of shards) p.get(markerKey(k));
-      const replies = (await p.exec()) ?? [];
-      for (const [i, k] of shards.entries()) {
-        const [err, value] = replies[i] ?? [new Error("no reply"), null];
-        if (err) throw err;
-        out[k] = (value as string | null) ?? null;
-      }
-    }),
-  );
-  return out;
-}
-
 /** Reads every shard's marker and the Redis time. */
 export async function readRecovery(
   redis: RedisClient,
   timing: { loanDurationMs: number; epsilonMs: number },
 ): Promise<RecoveryState> {
-  const [sec, usec] = await shardNode(redis, 0).time();
-  const nowUs = Number(sec) * 1_000_000 + Number(usec);
-  return recoveryOf(await readMarkers(redis), nowUs, timing);
+  const { markers, nowUs } = await readShardMarkers(redis);
+  return recoveryOf(markers, nowUs, timing);
 }
 
 export interface RecoveryWatch {

@@ -1,53 +1,16 @@
-// The daemon's store port over the limiter's GossipStore scripts: translates
-// between the Redis view of a key and the CRDT record gossip ships.
+// The daemon's one adapter to its Redis (the DaemonStore port of
+// store-port.ts), over the daemon's functions of @geoquota/redis (gossip.ts:
+// loans, merges, returns, change feed, sweep): translates between the Redis
+// view of a key and the CRDT record gossip ships. Nothing else in the daemon
+// runs a script or reads a key (recovery.ts reads the markers through
+// @geoquota/redis too).
 import type { RegionConfig } from "@geoquota/config";
 import { encodeKey, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import type { KeyPolicy } from "@geoquota/limiter";
 import { loanOutstanding, loanUsable, SHARE_UNITS } from "@geoquota/lease";
-import {
-  createGossipStore,
-  createPrimaryWatcher,
-  isCluster,
-  type LoanRecord,
-  parseCounterKey,
-  type RedisClient,
-} from "@geoquota/redis";
-import type { Redis } from "ioredis";
+import { createGossipStore, createPrimaryWatcher, type LoanRecord, type RedisClient } from "@geoquota/redis";
 import type { InboundLoan } from "../policy/index.js";
 import type { DaemonStore, KeyState } from "./store-port.js";
-
-/** Counter keys `gq:{s<k>}:<tenant>:<resource>:c` (limiter keys.ts). */
-const KEY_PATTERN = "gq:{s*}:*:*:c";
-
-/** `gq:{s<k>}:tenant:resource:c` → `tenant|resource`, or undefined for another key. */
-function keyOfCounterKey(name: string): string | undefined {
-  const p = parseCounterKey(name);
-  if (!p) return undefined;
-  const k = encodeKey(p.tenant, p.resource);
-  return k.ok ? k.value : undefined;
-}
-
-/**
- * One SCAN step. On a Cluster the cursor walks the masters in turn:
- * `<node index>:<node cursor>` ("0" = start and end, as for SCAN).
- */
-async function scanStep(redis: RedisClient, cursor: string, count: number): Promise<[string, string[]]> {
-  if (!isCluster(redis)) return redis.scan(cursor, "MATCH", KEY_PATTERN, "COUNT", count);
-  const masters: Redis[] = redis
-    .nodes("master")
-    .slice()
-    .sort((a, b) =>
-      `${a.options.host}:${a.options.port}`.localeCompare(`${b.options.host}:${b.options.port}`),
-    );
-  const at = cursor.indexOf(":");
-  let node = at < 0 ? 0 : Number(cursor.slice(0, at));
-  const inner = at < 0 ? "0" : cursor.slice(at + 1);
-  if (!(node >= 0 && node < masters.length)) return ["0", []];
-  const [next, names] = await (masters[node] as Redis).scan(inner, "MATCH", KEY_PATTERN, "COUNT", count);
-  if (next !== "0") return [`${node}:${next}`, names];
-  node += 1;
-  return [node < masters.length ? `${node}:0` : "0", names];
-}
 
 export interface RedisDaemonStoreOptions {
   /**
@@ -108,13 +71,13 @@ export async function createRedisDaemonStore(
     },
 
     async sweepKeys(cursor, count) {
-      const [next, names] = await scanStep(redis, cursor, count);
+      const r = await store.sweepKeys(cursor, count);
       const keys: string[] = [];
-      for (const n of names) {
-        const k = keyOfCounterKey(n);
-        if (k) keys.push(k);
+      for (const { tenant, resource } of r.keys) {
+        const k = encodeKey(tenant, resource);
+        if (k.ok) keys.push(k.value);
       }
-      return { cursor: next, keys };
+      return { cursor: r.cursor, keys };
     },
 
     async readKey(policy: KeyPolicy): Promise<KeyState> {

@@ -2,7 +2,9 @@
 // limiter and a gossip daemon): one connection of the same tenant in each
 // region, each metered by a stream server whose leases come from its own
 // region's Redis. Together they stay within the tenant's global byte rate
-// (exact oracle over both connections' admissions).
+// (exact oracle over both connections' admissions). A cross-package test (it
+// needs the CLI's cluster, which sits above the stream package), so it lives
+// here rather than in packages/stream/test.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,8 +12,8 @@ import { type Cluster, startCluster } from "@geoquota/cli";
 import { connectRegionRedis, createRedisStore } from "@geoquota/limiter";
 import { checkGlobalBound } from "@geoquota/testkit";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { type ExampleServer, runFloodClient, startExampleServer } from "../src/index.js";
-import { Recorder, range, streamPolicies, streamPoliciesJson } from "./helpers.js";
+import { type ExampleServer, runFloodClient, startExampleServer } from "@geoquota/stream";
+import { Recorder, range, streamPolicies, streamPoliciesJson } from "../packages/stream/test/helpers.js";
 
 const LIMITS = {
   bytes: { capacity: 32 * 1024, refillPerSecond: 64 * 1024 },

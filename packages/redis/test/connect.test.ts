@@ -5,7 +5,7 @@
 // in how they fail.
 import { Cluster } from "ioredis";
 import { describe, expect, it } from "vitest";
-import { redisConnectPlan } from "@geoquota/redis";
+import { redisConnectPlan } from "../src/index.js";
 
 const daemonRedisOptions = (url: string, cluster: boolean) => redisConnectPlan(url, cluster, "daemon");
 

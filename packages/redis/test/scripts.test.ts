@@ -9,7 +9,7 @@ import {
   RedisStoreErrors,
   SCRIPTS,
   scriptSources,
-} from "@geoquota/redis";
+} from "../src/index.js";
 
 describe("script headers", () => {
   it("every binding matches its script's KEYS / ARGV header", () => {
