@@ -9,8 +9,13 @@ export {
   quotaKey,
 } from "@geoquota/lease";
 export {
+  ACCESS_LIST_MAX,
+  type Access,
+  type AccessList,
+  accessOf,
   baseShares,
   DEFAULT_FLOOR_PPM,
+  globMatch,
   loadPolicies,
   lookupPolicy,
   PoliciesFileSchema,
@@ -19,8 +24,12 @@ export {
   type PolicySpecInput,
   PolicySpecSchema,
   parsePolicies,
+  type PolicyOverride,
+  type PolicyOverrideFields,
   parsePolicySpec,
+  type ResolvedKey,
   resolveEffective,
+  resolveKey,
   resolvePolicy,
   withPolicy,
 } from "./policies.js";

@@ -13,59 +13,67 @@ const positive = (what: string) =>
     .number({ error: `expected ${what}` })
     .refine((n) => Number.isFinite(n) && n > 0, `expected a finite number > 0`);
 
-export const PolicySpecSchema = z
-  .strictObject({
-    algorithm: z.enum(ALGORITHMS).default("token_bucket"),
-    capacity: positive("capacity > 0"),
-    /** Either refillPerSecond or refill {tokens, perSeconds} (exact for "1000 per minute"). */
-    refillPerSecond: positive("refill per second > 0").optional(),
-    refill: z
-      .strictObject({ tokens: positive("tokens > 0"), perSeconds: positive("seconds > 0") })
-      .optional(),
-    windowMs: z.number().int("expected integer ms").min(1, "expected number ≥ 1").max(86_400_000).optional(),
-    /** Static base weights per region; equal across all configured regions when absent. */
-    weights: z
-      .record(z.string(), z.number().min(0, "expected weight ≥ 0").refine(Number.isFinite))
-      .optional(),
-    /** This policy's per-region floor, ppm (overrides the region config's floorPpm). */
-    floorPpm: z.number().int().min(0).max(SHARE_UNITS).optional(),
-  })
-  .superRefine((p, ctx) => {
-    const windowed = WINDOW_ALGORITHMS.has(p.algorithm);
-    if (p.refill !== undefined && p.refillPerSecond !== undefined) {
-      ctx.addIssue({ code: "custom", message: "give refill or refillPerSecond, not both", path: ["refill"] });
-    }
-    if (!windowed && p.refill === undefined && p.refillPerSecond === undefined) {
-      ctx.addIssue({
-        code: "custom",
-        message: "expected refill or refillPerSecond",
-        path: ["refillPerSecond"],
-      });
-    }
-    if (windowed && p.windowMs === undefined) {
-      ctx.addIssue({ code: "custom", message: `expected windowMs for ${p.algorithm}`, path: ["windowMs"] });
-    }
-    // Fields the algorithm would ignore are refused rather than silently dropped.
-    if (!windowed && p.windowMs !== undefined) {
-      ctx.addIssue({
-        code: "custom",
-        message: `windowMs applies to window algorithms only; ${p.algorithm} refills continuously`,
-        path: ["windowMs"],
-      });
-    }
-    if (windowed && (p.refill !== undefined || p.refillPerSecond !== undefined)) {
-      ctx.addIssue({
-        code: "custom",
-        message: `${p.algorithm} admits capacity per windowMs; its refill is derived (capacity / windowMs)`,
-        path: [p.refill !== undefined ? "refill" : "refillPerSecond"],
-      });
-    }
-    if (p.weights !== undefined) {
-      const sum = Object.values(p.weights).reduce((a, b) => a + b, 0);
-      if (!(sum > 0))
-        ctx.addIssue({ code: "custom", message: "expected weights summing to > 0", path: ["weights"] });
-    }
-  });
+const specShape = {
+  algorithm: z.enum(ALGORITHMS).default("token_bucket"),
+  capacity: positive("capacity > 0"),
+  /** Either refillPerSecond or refill {tokens, perSeconds} (exact for "1000 per minute"). */
+  refillPerSecond: positive("refill per second > 0").optional(),
+  refill: z.strictObject({ tokens: positive("tokens > 0"), perSeconds: positive("seconds > 0") }).optional(),
+  windowMs: z.number().int("expected integer ms").min(1, "expected number ≥ 1").max(86_400_000).optional(),
+  /** Static base weights per region; equal across all configured regions when absent. */
+  weights: z.record(z.string(), z.number().min(0, "expected weight ≥ 0").refine(Number.isFinite)).optional(),
+  /** This policy's per-region floor, ppm (overrides the region config's floorPpm). */
+  floorPpm: z.number().int().min(0).max(SHARE_UNITS).optional(),
+  /** Decisions computed and reported (`wouldDeny`), never denied. */
+  shadow: z.boolean({ error: "expected true or false" }).optional(),
+};
+
+type SpecFields = {
+  algorithm: Algorithm;
+  refill?: unknown;
+  refillPerSecond?: number | undefined;
+  windowMs?: number | undefined;
+  weights?: Record<string, number> | undefined;
+};
+
+function specRules(p: SpecFields, ctx: z.RefinementCtx): void {
+  const windowed = WINDOW_ALGORITHMS.has(p.algorithm);
+  if (p.refill !== undefined && p.refillPerSecond !== undefined) {
+    ctx.addIssue({ code: "custom", message: "give refill or refillPerSecond, not both", path: ["refill"] });
+  }
+  if (!windowed && p.refill === undefined && p.refillPerSecond === undefined) {
+    ctx.addIssue({
+      code: "custom",
+      message: "expected refill or refillPerSecond",
+      path: ["refillPerSecond"],
+    });
+  }
+  if (windowed && p.windowMs === undefined) {
+    ctx.addIssue({ code: "custom", message: `expected windowMs for ${p.algorithm}`, path: ["windowMs"] });
+  }
+  // Fields the algorithm would ignore are refused rather than silently dropped.
+  if (!windowed && p.windowMs !== undefined) {
+    ctx.addIssue({
+      code: "custom",
+      message: `windowMs applies to window algorithms only; ${p.algorithm} refills continuously`,
+      path: ["windowMs"],
+    });
+  }
+  if (windowed && (p.refill !== undefined || p.refillPerSecond !== undefined)) {
+    ctx.addIssue({
+      code: "custom",
+      message: `${p.algorithm} admits capacity per windowMs; its refill is derived (capacity / windowMs)`,
+      path: [p.refill !== undefined ? "refill" : "refillPerSecond"],
+    });
+  }
+  if (p.weights !== undefined) {
+    const sum = Object.values(p.weights).reduce((a, b) => a + b, 0);
+    if (!(sum > 0))
+      ctx.addIssue({ code: "custom", message: "expected weights summing to > 0", path: ["weights"] });
+  }
+}
+
+export const PolicySpecSchema = z.strictObject(specShape).superRefine(specRules);
 
 export type PolicySpecInput = z.input<typeof PolicySpecSchema>;
 
@@ -77,9 +85,41 @@ export interface PolicySpec {
   readonly windowMs?: number;
   readonly weights?: Readonly<Record<string, number>>;
   readonly floorPpm?: number;
+  /** Shadow mode: the decision is computed and reported (`wouldDeny`), never enforced. */
+  readonly shadow?: boolean;
 }
 
 const tenantOrStar = z.string().refine((s) => s === "*" || ID_PATTERN.test(s), `${ID_MESSAGE} or "*"`);
+
+/** Per-key overrides: any PolicySpec field, replacing that field of whatever the lookup resolves. */
+const overrideShape = {
+  tenant: z.string().regex(ID_PATTERN, ID_MESSAGE),
+  resource: z.string().regex(ID_PATTERN, ID_MESSAGE),
+  ...specShape,
+  algorithm: z.enum(ALGORITHMS).optional(),
+  capacity: positive("capacity > 0").optional(),
+};
+
+const GLOB_PART = "[A-Za-z0-9_.*-]{1,128}";
+const GLOB_PATTERN = new RegExp(`^${GLOB_PART}/${GLOB_PART}$`);
+const GLOB_MESSAGE =
+  'expected "<tenant glob>/<resource glob>": characters of [A-Za-z0-9_.-] and * (any run of characters), exactly one /';
+
+const ListEntrySchema = z
+  .strictObject({
+    tenant: z.string().regex(ID_PATTERN, ID_MESSAGE).optional(),
+    key: z.string().regex(GLOB_PATTERN, GLOB_MESSAGE).optional(),
+  })
+  .refine((e) => (e.tenant === undefined) !== (e.key === undefined), {
+    message: 'expected exactly one of "tenant" or "key"',
+  });
+
+/** Entries of an allow or deny list, at most this many per list (each check scans the key globs). */
+export const ACCESS_LIST_MAX = 10_000;
+
+const accessList = z
+  .array(ListEntrySchema)
+  .max(ACCESS_LIST_MAX, `expected at most ${ACCESS_LIST_MAX} entries`);
 
 export const PoliciesFileSchema = z.strictObject({
   default: PolicySpecSchema,
@@ -87,12 +127,44 @@ export const PoliciesFileSchema = z.strictObject({
     .array(z.looseObject({ tenant: tenantOrStar, resource: z.string().regex(ID_PATTERN, ID_MESSAGE) }))
     .max(100_000)
     .default([]),
+  /** Keys answered "allowed" without touching Redis (unless a deny entry also matches). */
+  allow: accessList.default([]),
+  /** Keys answered "denied" (403) without touching Redis; deny wins over allow. */
+  deny: accessList.default([]),
+  overrides: z.array(z.strictObject(overrideShape)).max(100_000).default([]),
 });
+
+export type PolicyOverrideFields = Partial<
+  Omit<z.output<z.ZodObject<typeof overrideShape>>, "tenant" | "resource">
+>;
+
+export interface PolicyOverride {
+  readonly tenant: string;
+  readonly resource: string;
+  /** The fields the override gives (validated alone). */
+  readonly fields: PolicyOverrideFields;
+  /** Those fields on top of what the lookup resolves without the override (validated together). */
+  readonly spec: PolicySpec;
+}
+
+/** An allow or deny list: exact tenants, exact keys, and key globs (`*` = any run of characters). */
+export interface AccessList {
+  readonly tenants: ReadonlySet<string>;
+  /** `tenant|resource` of entries without `*`. */
+  readonly keys: ReadonlySet<string>;
+  readonly globs: readonly { readonly tenant: string; readonly resource: string }[];
+}
+
+export type Access = "allow" | "deny" | "limit";
 
 export interface PolicySet {
   readonly default: PolicySpec;
   /** Keyed by `tenant|resource`; tenant "*" is the resource's default. */
   readonly entries: ReadonlyMap<string, PolicySpec>;
+  /** Keyed by `tenant|resource` (exact keys only). */
+  readonly overrides?: ReadonlyMap<string, PolicyOverride>;
+  readonly allow?: AccessList;
+  readonly deny?: AccessList;
 }
 
 function normalize(p: z.output<typeof PolicySpecSchema>): PolicySpec {
@@ -107,6 +179,7 @@ function normalize(p: z.output<typeof PolicySpecSchema>): PolicySpec {
     ...(p.windowMs !== undefined ? { windowMs: p.windowMs } : {}),
     ...(p.weights !== undefined ? { weights: p.weights } : {}),
     ...(p.floorPpm !== undefined ? { floorPpm: p.floorPpm } : {}),
+    ...(p.shadow !== undefined ? { shadow: p.shadow } : {}),
   };
 }
 
@@ -162,26 +235,188 @@ export function parsePolicies(raw: unknown, file: string, regionIds?: readonly s
     if (entries.has(key)) issues.push(`policies[${idx}]: duplicate policy for ${tenant}/${resource}`);
     entries.set(key, r.spec);
   });
+  const allow = accessListOf(top.data.allow, "allow", issues);
+  const deny = accessListOf(top.data.deny, "deny", issues);
   if (issues.length > 0 || !def.ok) throw new ConfigError(file, issues);
-  return { default: def.spec, entries };
+  const base: PolicySet = { default: def.spec, entries };
+  const raws = new Map<string, RawOverride>();
+  top.data.overrides.forEach((o, idx) => {
+    const { tenant, resource, ...fields } = o;
+    const key = quotaKey(tenant, resource);
+    const first = raws.get(key);
+    if (first !== undefined) {
+      issues.push(
+        `overrides[${idx}]: duplicate override for ${tenant}/${resource} (first at overrides[${first.idx}])`,
+      );
+      return;
+    }
+    if (Object.keys(fields).length === 0) {
+      issues.push(`overrides[${idx}]: expected at least one policy field to override`);
+      return;
+    }
+    raws.set(key, { idx, tenant, resource, fields });
+  });
+  const overrides = mergeOverrides(base, raws, regionIds, issues);
+  if (issues.length > 0) throw new ConfigError(file, issues);
+  return { ...base, overrides, allow, deny };
+}
+
+function accessListOf(
+  entries: readonly { tenant?: string | undefined; key?: string | undefined }[],
+  field: string,
+  issues: string[],
+): AccessList {
+  const tenants = new Set<string>();
+  const keys = new Set<string>();
+  const globs: { tenant: string; resource: string }[] = [];
+  const seen = new Map<string, number>();
+  entries.forEach((e, idx) => {
+    const id = e.tenant !== undefined ? `tenant ${e.tenant}` : `key ${e.key}`;
+    const first = seen.get(id);
+    if (first !== undefined) {
+      issues.push(`${field}[${idx}]: duplicate entry (${id}, first at ${field}[${first}])`);
+      return;
+    }
+    seen.set(id, idx);
+    if (e.tenant !== undefined) tenants.add(e.tenant);
+    else if (e.key !== undefined) {
+      const slash = e.key.indexOf("/");
+      const tenant = e.key.slice(0, slash);
+      const resource = e.key.slice(slash + 1);
+      if (e.key.includes("*")) globs.push({ tenant, resource });
+      else keys.add(quotaKey(tenant, resource));
+    }
+  });
+  return { tenants, keys, globs };
+}
+
+const WINDOWED = (a: Algorithm) => WINDOW_ALGORITHMS.has(a);
+
+/**
+ * The input an override makes on top of `base`: its fields replace the base's; the rate
+ * (`refill` / `refillPerSecond`) is one field; base fields the resulting algorithm does
+ * not take (a window on a rate algorithm, a refill on a window algorithm) are dropped.
+ */
+function overrideInput(base: PolicySpec, o: PolicyOverrideFields): Record<string, unknown> {
+  const algorithm = o.algorithm ?? base.algorithm;
+  const windowed = WINDOWED(algorithm);
+  const baseWindowed = WINDOWED(base.algorithm);
+  const out: Record<string, unknown> = { algorithm, capacity: o.capacity ?? base.capacity };
+  if (o.refill !== undefined) out.refill = o.refill;
+  if (o.refillPerSecond !== undefined) out.refillPerSecond = o.refillPerSecond;
+  if (o.refill === undefined && o.refillPerSecond === undefined && !windowed && !baseWindowed)
+    out.refillPerSecond = base.refillPerSecond;
+  if (o.windowMs !== undefined) out.windowMs = o.windowMs;
+  else if (windowed && baseWindowed && base.windowMs !== undefined) out.windowMs = base.windowMs;
+  const weights = o.weights ?? base.weights;
+  if (weights !== undefined) out.weights = weights;
+  const floorPpm = o.floorPpm ?? base.floorPpm;
+  if (floorPpm !== undefined) out.floorPpm = floorPpm;
+  const shadow = o.shadow ?? base.shadow;
+  if (shadow !== undefined) out.shadow = shadow;
+  return out;
+}
+
+interface RawOverride {
+  readonly idx: number;
+  readonly tenant: string;
+  readonly resource: string;
+  readonly fields: PolicyOverrideFields;
+}
+
+function mergeOverrides(
+  base: PolicySet,
+  raws: ReadonlyMap<string, RawOverride>,
+  regionIds: readonly string[] | undefined,
+  issues: string[],
+): Map<string, PolicyOverride> {
+  const out = new Map<string, PolicyOverride>();
+  for (const [key, { idx, tenant, resource, fields }] of raws) {
+    const under = lookupPolicy(base, tenant, resource);
+    const r = parsePolicySpec(overrideInput(under, fields), regionIds);
+    if (!r.ok) {
+      const on = base.entries.has(key)
+        ? `policies entry ${tenant}/${resource}`
+        : base.entries.has(quotaKey("*", resource))
+          ? `policies entry */${resource}`
+          : "default";
+      issues.push(...r.issues.map((i) => `overrides[${idx}].${i} (with the ${on} it overrides)`));
+      continue;
+    }
+    out.set(key, { tenant, resource, fields, spec: r.spec });
+  }
+  return out;
 }
 
 export function loadPolicies(path: string, regionIds?: readonly string[]): PolicySet {
   return parsePolicies(readJsonFile(path), path, regionIds);
 }
 
-/** A copy of `set` with one policy replaced (policies are swapped, never mutated in place). */
+/**
+ * A copy of `set` with one policy replaced (policies are swapped, never mutated in place).
+ * Overrides are re-applied on top; throws a ConfigError naming the override that no longer
+ * makes a valid policy.
+ */
 export function withPolicy(set: PolicySet, tenant: string, resource: string, spec: PolicySpec): PolicySet {
   const entries = new Map(set.entries);
   entries.set(quotaKey(tenant, resource), spec);
-  return { default: set.default, entries };
+  const next: PolicySet = { ...set, entries };
+  if (set.overrides === undefined || set.overrides.size === 0) return next;
+  const raws = new Map([...set.overrides].map(([k, o], idx) => [k, { ...o, idx }]));
+  const issues: string[] = [];
+  const overrides = mergeOverrides({ default: set.default, entries }, raws, undefined, issues);
+  if (issues.length > 0) throw new ConfigError(`policy ${tenant}/${resource}`, issues);
+  return { ...next, overrides };
 }
 
-/** The spec that applies: exact (tenant, resource), then (*, resource), then the default. */
+/**
+ * The spec that applies: exact (tenant, resource), then (*, resource), then the default;
+ * a key's override on top of it.
+ */
 export function lookupPolicy(set: PolicySet, tenant: string, resource: string): PolicySpec {
+  const key = quotaKey(tenant, resource);
   return (
-    set.entries.get(quotaKey(tenant, resource)) ?? set.entries.get(quotaKey("*", resource)) ?? set.default
+    set.overrides?.get(key)?.spec ??
+    set.entries.get(key) ??
+    set.entries.get(quotaKey("*", resource)) ??
+    set.default
   );
+}
+
+/** `*` matches any run of characters (none included); linear-time, no regex backtracking. */
+export function globMatch(glob: string, s: string): boolean {
+  let g = 0;
+  let i = 0;
+  let star = -1;
+  let mark = 0;
+  while (i < s.length) {
+    if (g < glob.length && glob[g] !== "*" && glob[g] === s[i]) {
+      g++;
+      i++;
+    } else if (g < glob.length && glob[g] === "*") {
+      star = g++;
+      mark = i;
+    } else if (star >= 0) {
+      g = star + 1;
+      i = ++mark;
+    } else return false;
+  }
+  while (g < glob.length && glob[g] === "*") g++;
+  return g === glob.length;
+}
+
+function listed(list: AccessList | undefined, tenant: string, resource: string): boolean {
+  if (list === undefined) return false;
+  if (list.tenants.has(tenant) || list.keys.has(quotaKey(tenant, resource))) return true;
+  for (const g of list.globs) if (globMatch(g.tenant, tenant) && globMatch(g.resource, resource)) return true;
+  return false;
+}
+
+/** One set's verdict on a key, by the names as given: deny wins over allow. */
+export function accessOf(set: PolicySet, tenant: string, resource: string): Access {
+  if (listed(set.deny, tenant, resource)) return "deny";
+  if (listed(set.allow, tenant, resource)) return "allow";
+  return "limit";
 }
 
 /**
@@ -262,25 +497,26 @@ export function resolvePolicy(
   };
 }
 
-/**
- * The policy a region enforces while a change rolls out (DESIGN §3, "Policy
- * changes are replicated state"): the meet of every version it must respect —
- * the last version it completed and every newer one it knows, oldest first.
- * Capacity, refill, base share and floor are the minimum over the versions
- * (what shrinks applies at once, nothing grows before the rollout completes);
- * algorithm and window come from the newest version (a change of algorithm
- * restarts the key's bucket, empty, under it). One set: exactly resolvePolicy.
- */
-export function resolveEffective(
+/** How a region treats a key under the policy versions it must respect (`resolveKey`). */
+export interface ResolvedKey {
+  /** The meet of the versions' policies (the limiting versions' only, for `limit`). */
+  readonly policy: KeyPolicy;
+  /** Decided and reported (`wouldDeny`) but never denied: every limiting version says shadow. */
+  readonly shadow: boolean;
+  /** deny: some version denies the key; allow: every version allows it; else limit. */
+  readonly access: Access;
+}
+
+function meet(
   sets: readonly PolicySet[],
   regions: readonly (string | { readonly id: string })[],
   regionId: string,
   tenant: string,
   resource: string,
-  options: { floorPpm?: number } = {},
+  options: { floorPpm?: number },
 ): KeyPolicy {
   const newest = sets[sets.length - 1];
-  if (newest === undefined) throw new RangeError("resolveEffective: no policy set");
+  if (newest === undefined) throw new RangeError("resolveKey: no policy set");
   const target = resolvePolicy(newest, regions, regionId, tenant, resource, options);
   if (sets.length === 1) return target;
   let capacity = target.limit.capacity;
@@ -301,4 +537,54 @@ export function resolveEffective(
     baseShare,
     floorShare: Math.min(floorShare, baseShare),
   };
+}
+
+/**
+ * How a region treats a key while a policy change rolls out (DESIGN §3, "Policy changes
+ * are replicated state"): the meet of every version it must respect — the last version it
+ * completed and every newer one it knows, oldest first — so that whatever is more
+ * restrictive applies at once and nothing loosens before the rollout completes.
+ * - access: deny if any version denies the key (deny list); allow (no limit) only if every
+ *   version allows it; else limit.
+ * - policy (overrides applied per version first): capacity, refill, base share and floor are
+ *   the minimum over the versions that limit the key (a version that allows it is no limit);
+ *   algorithm and window come from the newest of them (a change of algorithm restarts the
+ *   key's bucket, empty, under it). For allow and deny: the meet over every version.
+ * - shadow: only if every version that limits the key says shadow (an allowing version is
+ *   at least as permissive as shadow).
+ * One set: exactly resolvePolicy and that set's lists.
+ */
+export function resolveKey(
+  sets: readonly PolicySet[],
+  regions: readonly (string | { readonly id: string })[],
+  regionId: string,
+  tenant: string,
+  resource: string,
+  options: { floorPpm?: number } = {},
+): ResolvedKey {
+  if (sets.length === 0) throw new RangeError("resolveKey: no policy set");
+  const access = sets.map((set) => accessOf(set, tenant, resource));
+  if (access.includes("deny") || access.every((a) => a === "allow")) {
+    return {
+      policy: meet(sets, regions, regionId, tenant, resource, options),
+      shadow: false,
+      access: access.includes("deny") ? "deny" : "allow",
+    };
+  }
+  const limiting = sets.filter((_, i) => access[i] === "limit");
+  const shadow = limiting.every((set) => lookupPolicy(set, tenant, resource).shadow === true);
+  const policy = meet(limiting, regions, regionId, tenant, resource, options);
+  return { policy, shadow, access: "limit" };
+}
+
+/** The policy of `resolveKey` alone (what the daemon and the scripts need). */
+export function resolveEffective(
+  sets: readonly PolicySet[],
+  regions: readonly (string | { readonly id: string })[],
+  regionId: string,
+  tenant: string,
+  resource: string,
+  options: { floorPpm?: number } = {},
+): KeyPolicy {
+  return resolveKey(sets, regions, regionId, tenant, resource, options).policy;
 }

@@ -64,7 +64,8 @@ export type AppConfig = Pick<
 export interface AppDeps {
   readonly store: RegionStore;
   readonly config: AppConfig;
-  readonly policies: PolicySet;
+  /** One set, or the versions to meet during a rollout (none: unknown until setPolicies). */
+  readonly policies: PolicySet | readonly PolicySet[];
   /**
    * Where policy changes go (docs/design.md §3.4): main passes the replicated
    * source of a multi-region config; default: this process only (static).
@@ -112,7 +113,9 @@ const CHECK_DOC: RouteDoc = {
   summary: "Decide and charge one limit, or several all-or-nothing",
   description:
     "Single form `{tenant, resource, cost?}`, or compound `{limits: [...]}`. Denied: 429, or 200 with " +
-    "`allowed: false` when the region config says `deniedStatus: 200`.",
+    "`allowed: false` when the region config says `deniedStatus: 200`. A deny-listed key: 403 " +
+    "(`reason: deny_list`, no RateLimit headers). An allow-listed key: 200 (`reason: allow_list`) " +
+    "without touching the store. Shadow policies: 200, `wouldDeny` tells the policy's own verdict.",
   tags: ["limits"],
   responses: {
     200: {
@@ -121,6 +124,7 @@ const CHECK_DOC: RouteDoc = {
       headers: DECISION_HEADERS,
     },
     400: badRequest,
+    403: { description: "the key is on the deny list (`reason: deny_list`)", schema: CheckResponseSchema },
     429: {
       description: "denied",
       schema: CheckResponseSchema,
@@ -197,7 +201,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     new StaticPolicies(
       limiter.region,
       limiter.regions,
-      deps.policiesDocument ?? documentOf(deps.policies),
+      deps.policiesDocument ?? documentOf(limiter.policyVersions[limiter.policyVersions.length - 1]),
       limiter,
     );
   app.addHook("onClose", async () => {
@@ -242,17 +246,26 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       if ("limits" in body) {
         const c = body;
         const r = await limiter.checkCompound(c.limits);
-        // Headers follow the binding limit: the failed one, else the one with least remaining.
+        // Headers follow the binding limit: the failed one, else the one with least remaining
+        // among those the store decided (an allow-listed limit binds only if all are).
+        const limited = r.parts.flatMap((p, i) => (p.reason === "allow_list" ? [] : [i]));
         const bindingIndex =
           r.failedIndex >= 0
             ? r.failedIndex
-            : r.parts.reduce((best, p, i) => (p.remaining < r.parts[best]!.remaining ? i : best), 0);
+            : (limited.length > 0 ? limited : [0]).reduce((best, i) =>
+                r.parts[i]!.remaining < r.parts[best]!.remaining ? i : best,
+              );
         const binding = r.parts[bindingIndex]!;
-        reply.headers(rateLimitHeaders({ ...binding, allowed: r.allowed, degraded: r.degraded }));
-        return reply.code(r.allowed ? 200 : deniedStatus).send({
+        const denyListed = binding.reason === "deny_list";
+        // A deny list is not a rate limit: no RateLimit headers, no Retry-After.
+        if (!denyListed)
+          reply.headers(rateLimitHeaders({ ...binding, allowed: r.allowed, degraded: r.degraded }));
+        const shadowParts = r.parts.filter((p) => p.wouldDeny !== undefined);
+        return reply.code(r.allowed ? 200 : denyListed ? 403 : deniedStatus).send({
           ...decisionBody(binding),
           allowed: r.allowed,
           degraded: r.degraded,
+          ...(shadowParts.length > 0 ? { wouldDeny: shadowParts.some((p) => p.wouldDeny === true) } : {}),
           failedIndex: r.failedIndex,
           parts: r.parts.map((p, i) => ({
             tenant: c.limits[i]!.tenant,
@@ -263,6 +276,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         });
       }
       const r = await limiter.check(body.tenant, body.resource, body.cost);
+      if (r.reason === "deny_list") return reply.code(403).send(decisionBody(r));
       reply.headers(rateLimitHeaders(r));
       return reply.code(r.allowed ? 200 : deniedStatus).send({ ...decisionBody(r), ...receiptField(r) });
     },

@@ -22,6 +22,7 @@ export const ERRORS = {
   },
   GQ_ERR_RECEIPT_WRONG_REGION: { statusCode: 403, message: "receipt: issued by another region" },
   GQ_ERR_RECEIPT_WRONG_KEY: { statusCode: 403, message: "receipt: issued for another tenant/resource" },
+  GQ_ERR_DENY_LISTED: { statusCode: 403, message: "the key is on the policies' deny list" },
   GQ_ERR_NOT_FOUND: { statusCode: 404, message: "no such route" },
   GQ_ERR_RECEIPT_USED: { statusCode: 409, message: "receipt: already refunded" },
   GQ_ERR_RECEIPT_EXPIRED: {
@@ -32,12 +33,12 @@ export const ERRORS = {
   GQ_ERR_RATE_LIMITED: { statusCode: 429, message: "rate limit exceeded" },
   GQ_ERR_INTERNAL: { statusCode: 500, message: "internal error" },
   GQ_ERR_STORE_UNAVAILABLE: { statusCode: 503, message: "the region's store did not answer" },
-  GQ_ERR_POLICY_UNKNOWN: {
-    statusCode: 503,
-    message: "this region does not know its current policies (its gossip daemon has not written them)",
-  },
   GQ_ERR_STORE_TIMEOUT: { statusCode: 503, message: "the region's store did not answer within the timeout" },
   GQ_ERR_BREAKER_OPEN: { statusCode: 503, message: "the circuit breaker around the store is open" },
+  GQ_ERR_POLICY_UNKNOWN: {
+    statusCode: 503,
+    message: "this limiter does not know the current policy (none received yet, or its last read is too old)",
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

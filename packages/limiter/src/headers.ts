@@ -111,6 +111,8 @@ export function decisionBody(r: CheckResult): DecisionBody {
     global: { limit: whole(r.limit) },
     ...(r.scope === "region" ? { regional: { limit, remaining } } : { process: { limit, remaining } }),
     ...(r.failOpenBound !== undefined ? { failOpenBound: r.failOpenBound } : {}),
+    ...(r.reason !== undefined ? { reason: r.reason } : {}),
+    ...(r.wouldDeny !== undefined ? { wouldDeny: r.wouldDeny } : {}),
   };
 }
 
@@ -127,4 +129,6 @@ export interface DecisionBody {
   readonly regional?: { readonly limit: number; readonly remaining: number };
   readonly process?: { readonly limit: number; readonly remaining: number };
   readonly failOpenBound?: CheckResult["failOpenBound"];
+  readonly reason?: CheckResult["reason"];
+  readonly wouldDeny?: boolean;
 }

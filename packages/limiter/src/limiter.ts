@@ -6,7 +6,8 @@ import {
   type PolicySet,
   quotaKey,
   type RegionConfig,
-  resolveEffective,
+  type ResolvedKey,
+  resolveKey,
 } from "@geoquota/config";
 import { CircuitBreaker } from "./breaker.js";
 import { type MonotonicClock, monotonicNow } from "./clock.js";
@@ -32,7 +33,21 @@ export type LimiterConfig = Pick<
   "region" | "regions" | "redis" | "breaker" | "failMode" | "leased" | "floorPpm" | "keyMaxLength" | "refund"
 > & { readonly keyHashSecret?: string; readonly sharedSecret?: string };
 
-export type DecisionSource = "store" | "lease" | "fail_open" | "unavailable";
+export type DecisionSource =
+  | "store"
+  | "lease"
+  | "fail_open"
+  | "unavailable"
+  | "allow_list"
+  | "deny_list"
+  | "policy_unknown";
+
+/**
+ * Why a decision is not the key's limit's own: an allow or deny list answered without the
+ * store; the policy is unknown (fail closed); or, in a compound check stopped by a deny
+ * list, this limit was not evaluated.
+ */
+export type DecisionReason = "allow_list" | "deny_list" | "policy_unknown" | "not_evaluated";
 
 /**
  * Whose quota `remaining` counts: the region's bucket (a store decision), or
@@ -65,6 +80,12 @@ export interface CheckResult {
    * admissions from an in-process lease or fail-open (no Redis record to bound a refund by).
    */
   readonly refundReceipt?: string;
+  readonly reason?: DecisionReason;
+  /**
+   * Shadow policies only: whether the policy would have denied. A shadow decision is never a
+   * denial (`allowed` is true); a would-deny charged nothing (the store denied).
+   */
+  readonly wouldDeny?: boolean;
 }
 
 export interface RefundResult extends CheckResult {
@@ -89,7 +110,8 @@ export interface CompoundResult {
 export interface LimiterDeps {
   readonly store: RegionStore;
   readonly config: LimiterConfig;
-  readonly policies: PolicySet;
+  /** The policy versions to meet, oldest first (one set without a rollout; none: unknown yet). */
+  readonly policies: PolicySet | readonly PolicySet[];
   readonly metrics?: LimiterMetrics;
   readonly clock?: MonotonicClock;
   /** Readiness probe (e.g. Redis PING); default: the store's `ping`, else an `inspect`. */
@@ -99,6 +121,25 @@ export interface LimiterDeps {
 }
 
 const finiteOr = (x: number, fallback: number) => (Number.isFinite(x) ? x : fallback);
+const setsOf = (p: PolicySet | readonly PolicySet[]): readonly PolicySet[] =>
+  Array.isArray(p) ? [...(p as readonly PolicySet[])] : [p as PolicySet];
+
+/** Stands in for a key's policy while no policy set was ever received: admits nothing. */
+function noPolicy(tenant: string, resource: string): KeyPolicy {
+  return {
+    tenant,
+    resource,
+    limit: { algorithm: "token_bucket", capacity: 0, refillPerSecond: 0 },
+    baseShare: 0,
+    floorShare: 0,
+  };
+}
+
+interface KeyState {
+  readonly policy: KeyPolicy;
+  /** Undefined while the policy is unknown (fail closed: leases, else deny). */
+  readonly resolved: ResolvedKey | undefined;
+}
 
 export class Limiter {
   readonly breaker: CircuitBreaker;
@@ -108,11 +149,9 @@ export class Limiter {
   private readonly config: LimiterConfig;
   private readonly regionIds: readonly string[];
   private readonly metrics: LimiterMetrics | undefined;
-  /** The versions to meet (docs/design.md §3.4): the completed one, then every newer one known. */
   private policySets: readonly PolicySet[];
-  /** Monotonic ms after which the policies are not known (a replicated source stopped reading). */
-  private policyValidUntil = Number.POSITIVE_INFINITY;
-  private readonly clock: () => number;
+  private policyValidUntilMs: number | undefined;
+  private readonly clock: MonotonicClock;
   private readonly ping: (() => Promise<unknown>) | undefined;
   private readonly receipts: ReceiptSigner;
   private readonly keyHashSecret: string | undefined;
@@ -122,10 +161,10 @@ export class Limiter {
     this.receipts = new ReceiptSigner(deps.config.refund.secret, deps.config.refund.windowMs * 1000);
     this.keyHashSecret = keyHashSecretOf(deps.config);
     const clock = deps.clock ?? monotonicNow;
+    this.clock = clock;
     this.config = deps.config;
     this.metrics = deps.metrics;
-    this.policySets = [deps.policies];
-    this.clock = clock;
+    this.policySets = setsOf(deps.policies);
     this.regionIds = deps.config.regions.map((r) => r.id);
     this.breaker = new CircuitBreaker(deps.config.breaker, clock);
     this.breaker.onStateChange((s) => {
@@ -156,29 +195,42 @@ export class Limiter {
     return this.config.region;
   }
 
-  /** The newest policy version this process knows (the target of a rollout). */
+  /** The newest policy set (GQ_ERR_POLICY_UNKNOWN before the first). */
   get policies(): PolicySet {
-    return this.policySets[this.policySets.length - 1] as PolicySet;
+    const newest = this.policySets[this.policySets.length - 1];
+    if (newest === undefined) throw new LimiterError("GQ_ERR_POLICY_UNKNOWN");
+    return newest;
   }
 
-  /** Swaps the policies; subsequent checks use them (several: the meet, `resolveEffective`). */
-  setPolicies(next: PolicySet | readonly PolicySet[]): void {
-    const sets: readonly PolicySet[] = Array.isArray(next) ? next : [next as PolicySet];
-    if (sets.length === 0) throw new RangeError("setPolicies: no policy set");
-    this.policySets = sets;
+  /** The policy versions this limiter meets, oldest first. */
+  get policyVersions(): readonly PolicySet[] {
+    return this.policySets;
   }
 
   /**
-   * After this monotonic instant the policies are not known: checks are served
-   * from tokens already leased to this process, else denied — never fail-open
-   * (a replicated source sets it to its last read + limiterStaleMs).
+   * Swaps the policy set, or the versions to meet during a rollout (oldest first; see
+   * resolveKey in @geoquota/config); subsequent checks use them.
    */
-  setPolicyValidUntil(monoMs: number | undefined): void {
-    this.policyValidUntil = monoMs ?? Number.POSITIVE_INFINITY;
+  setPolicies(next: PolicySet | readonly PolicySet[]): void {
+    this.policySets = setsOf(next);
   }
 
-  private policyUnknown(): boolean {
-    return this.clock() > this.policyValidUntil;
+  /**
+   * The limiter's monotonic instant after which its policy is unknown (the replicated source
+   * was not read in time); undefined: no expiry. Past it, or before any set, checks fail
+   * closed: tokens already leased to this process, else denied (`policy_unknown`), never
+   * fail-open; refunds answer GQ_ERR_POLICY_UNKNOWN.
+   */
+  setPolicyValidUntil(monoMs: number | undefined): void {
+    this.policyValidUntilMs = monoMs;
+  }
+
+  /** Whether checks are decided under a known policy (see setPolicyValidUntil). */
+  get policyKnown(): boolean {
+    return (
+      this.policySets.length > 0 &&
+      (this.policyValidUntilMs === undefined || this.clock() <= this.policyValidUntilMs)
+    );
   }
 
   get regions(): readonly string[] {
@@ -189,21 +241,35 @@ export class Limiter {
    * Validates the key parts and resolves the policy (by the names as given).
    * Key parts with characters outside [A-Za-z0-9_.-] are stored hashed
    * (`storedKeyPart`); with `keyHashSecret` set, tenants without an explicit
-   * policy are hashed too (an unbounded key space); named tenants keep
-   * readable keys.
+   * policy (in the newest version) are hashed too (an unbounded key space);
+   * named tenants keep readable keys. GQ_ERR_POLICY_UNKNOWN before any policy set.
    */
   resolve(tenant: string, resource: string, fieldPrefix = ""): KeyPolicy {
+    const k = this.keyState(tenant, resource, fieldPrefix);
+    if (k.resolved === undefined && this.policySets.length === 0) {
+      throw new LimiterError("GQ_ERR_POLICY_UNKNOWN");
+    }
+    return k.policy;
+  }
+
+  /** The key's stored names, its meet over the policy versions, and its list/shadow verdict. */
+  private keyState(tenant: string, resource: string, fieldPrefix = ""): KeyState {
     const max = this.config.keyMaxLength;
     const storedTenant = storedKeyPart(`${fieldPrefix}tenant`, tenant, max, this.keyHashSecret);
     const storedResource = storedKeyPart(`${fieldPrefix}resource`, resource, max, this.keyHashSecret);
-    const p = resolveEffective(this.policySets, this.regionIds, this.config.region, tenant, resource, {
+    const newest = this.policySets[this.policySets.length - 1];
+    if (newest === undefined) return { policy: noPolicy(storedTenant, storedResource), resolved: undefined };
+    const r = resolveKey(this.policySets, this.regionIds, this.config.region, tenant, resource, {
       floorPpm: this.config.floorPpm,
     });
     const secret = this.config.keyHashSecret;
-    if (secret !== undefined && !this.policies.entries.has(quotaKey(tenant, resource))) {
-      return { ...p, tenant: hashKey(secret, tenant), resource: storedResource };
-    }
-    return { ...p, tenant: storedTenant, resource: storedResource };
+    const hashed = secret !== undefined && !newest.entries.has(quotaKey(tenant, resource));
+    const policy = {
+      ...r.policy,
+      tenant: hashed ? hashKey(secret, tenant) : storedTenant,
+      resource: storedResource,
+    };
+    return { policy, resolved: this.policyKnown ? r : undefined };
   }
 
   private keyClass(tenant: string, resource: string): string {
@@ -258,13 +324,50 @@ export class Limiter {
       source,
       policy,
     };
+    if (source === "policy_unknown") return { ...result, reason: "policy_unknown" };
     return source === "fail_open" ? { ...result, failOpenBound: FailOpenBuckets.bound(policy) } : result;
+  }
+
+  /** A decision by an allow or deny list, made without the store. */
+  private listed(policy: KeyPolicy, reason: "allow_list" | "deny_list" | "not_evaluated"): CheckResult {
+    const { cap } = this.slice(policy);
+    const allowed = reason === "allow_list";
+    return {
+      allowed,
+      limit: policy.limit.capacity,
+      // Not limited: the slice, untouched; denied: nothing.
+      remaining: allowed ? cap : 0,
+      scope: "region",
+      scopeLimit: cap,
+      resetSeconds: 0,
+      retryAfterSeconds: 0,
+      region: this.config.region,
+      degraded: false,
+      source: allowed ? "allow_list" : "deny_list",
+      policy,
+      reason,
+    };
+  }
+
+  /** Shadow policy: the decision as computed, reported, never a denial. */
+  private shadowed(r: CheckResult): CheckResult {
+    if (r.allowed) return { ...r, wouldDeny: false };
+    return { ...r, allowed: true, retryAfterSeconds: 0, wouldDeny: true };
+  }
+
+  private count(r: CheckResult, allowed: boolean): void {
+    const m = this.metrics;
+    if (m === undefined) return;
+    m.decisions.inc({ result: allowed ? "allowed" : "denied", source: r.source });
+    if (r.wouldDeny !== undefined) {
+      m.shadowDecisions.inc({ result: r.wouldDeny ? "would_deny" : "allowed", source: r.source });
+    }
   }
 
   private record(r: CheckResult, startedMs: number): CheckResult {
     const m = this.metrics;
     if (m !== undefined) {
-      m.decisions.inc({ result: r.allowed ? "allowed" : "denied", source: r.source });
+      this.count(r, r.allowed);
       m.latency.observe({ source: r.source }, (monotonicNow() - startedMs) / 1000);
       m.leasedTokens.set(this.leases.size);
     }
@@ -273,82 +376,162 @@ export class Limiter {
 
   async check(tenant: string, resource: string, cost = 1): Promise<CheckResult> {
     const started = monotonicNow();
-    const policy = this.resolve(tenant, resource);
-    if (this.policyUnknown()) return this.record(this.degraded(policy, cost, false), started);
+    const { policy, resolved } = this.keyState(tenant, resource);
+    if (resolved === undefined) return this.record(this.unknownPolicy(policy, cost), started);
+    if (resolved.access === "deny") return this.record(this.listed(policy, "deny_list"), started);
+    if (resolved.access === "allow") return this.record(this.listed(policy, "allow_list"), started);
+    const r = await this.limit(tenant, resource, policy, cost);
+    return this.record(resolved.shadow ? this.shadowed(r) : r, started);
+  }
+
+  /** The key's limit: tokens leased to this process, else the store, else the degraded path. */
+  private async limit(
+    tenant: string,
+    resource: string,
+    policy: KeyPolicy,
+    cost: number,
+  ): Promise<CheckResult> {
     // In-process leases exist for the token bucket only (the window algorithms keep static slices).
     if (this.config.leased.enabled && policy.limit.algorithm === "token_bucket") {
       const client = this.leases.get(policy);
-      if (client.tryTake(cost))
-        return this.record(this.local(policy, true, "lease", client.available()), started);
+      if (client.tryTake(cost)) return this.local(policy, true, "lease", client.available());
     }
     try {
       const d = await this.store.check(policy, cost);
       this.metrics?.share.set({ key_class: this.keyClass(tenant, resource), resource }, d.share);
       const r = this.fromDecision(policy, d);
-      return this.record(d.allowed ? this.withReceipt(r, tenant, resource, cost, d.nowUs) : r, started);
+      return d.allowed ? this.withReceipt(r, tenant, resource, cost, d.nowUs) : r;
     } catch (err) {
       if (!isStoreUnavailable(err)) throw err;
-      return this.record(this.degraded(policy, cost), started);
+      return this.degraded(policy, cost);
     }
   }
 
   /** Store unavailable: tokens already leased to this process, then fail-open (if configured) or deny. */
-  private degraded(policy: KeyPolicy, cost: number, failOpen = true): CheckResult {
+  private degraded(policy: KeyPolicy, cost: number): CheckResult {
     const client = this.leases.peek(policy);
     if (client?.tryTake(cost))
       return { ...this.local(policy, true, "lease", client.available()), degraded: true };
-    if (failOpen && this.config.failMode === "open") {
+    if (this.config.failMode === "open") {
       const r = this.failOpen.take(policy, cost);
       return this.local(policy, r.allowed, "fail_open", r.remaining);
     }
     return this.local(policy, false, "unavailable", client?.available() ?? 0);
   }
 
+  /** Policy unknown: as an unavailable store without fail-open (held leases, else deny); lists and shadow unknown too. */
+  private unknownPolicy(policy: KeyPolicy, cost: number): CheckResult {
+    const client = this.leases.peek(policy);
+    if (client?.tryTake(cost))
+      return { ...this.local(policy, true, "lease", client.available()), degraded: true };
+    return this.local(policy, false, "policy_unknown", client?.available() ?? 0);
+  }
+
+  /**
+   * All or nothing over the limits that apply: a deny-listed limit denies the whole check
+   * without the store (the others `not_evaluated`); allow-listed limits are left out of the
+   * store call; a shadow limit never denies (a shadow limit that would deny is left out and
+   * the rest decided again, at most once per shadow limit).
+   */
   async checkCompound(items: readonly CompoundItem[]): Promise<CompoundResult> {
     const started = monotonicNow();
-    const policies = items.map((i, idx) => this.resolve(i.tenant, i.resource, `limits[${idx}].`));
-    if (this.policyUnknown()) return this.degradedCompound(policies, items);
+    const keys = items.map((i, idx) => this.keyState(i.tenant, i.resource, `limits[${idx}].`));
+    const policies = keys.map((k) => k.policy);
+    const resolved = keys.map((k) => k.resolved);
+    if (!resolved.every((r): r is ResolvedKey => r !== undefined)) {
+      return this.recordCompound(this.degradedCompound(keys, items, true));
+    }
+    const denyAt = resolved.findIndex((r) => r.access === "deny");
+    if (denyAt >= 0) {
+      const parts = resolved.map((r, i) =>
+        this.listed(
+          policies[i]!,
+          r.access === "deny" ? "deny_list" : r.access === "allow" ? "allow_list" : "not_evaluated",
+        ),
+      );
+      return this.recordCompound({ allowed: false, failedIndex: denyAt, parts, degraded: false }, started);
+    }
+    const parts: (CheckResult | undefined)[] = resolved.map((r, i) =>
+      r.access === "allow" ? this.listed(policies[i]!, "allow_list") : undefined,
+    );
+    let active = resolved.flatMap((r, i) => (r.access === "limit" ? [i] : []));
     try {
-      const d = await this.store.checkCompound(
-        policies.map((policy, i) => ({ policy, cost: items[i]!.cost })),
+      while (active.length > 0) {
+        const d = await this.store.checkCompound(
+          active.map((i) => ({ policy: policies[i]!, cost: items[i]!.cost })),
+        );
+        const failed = d.allowed ? undefined : active[d.failedIndex];
+        if (failed !== undefined && resolved[failed]!.shadow) {
+          parts[failed] = this.shadowed(this.fromDecision(policies[failed]!, d.parts[d.failedIndex]!));
+          active = active.filter((i) => i !== failed);
+          continue;
+        }
+        active.forEach((i, j) => {
+          const p = d.parts[j]!;
+          const it = items[i]!;
+          const r = this.fromDecision(policies[i]!, p);
+          const part = d.allowed ? this.withReceipt(r, it.tenant, it.resource, it.cost, p.nowUs) : r;
+          parts[i] = resolved[i]!.shadow ? this.shadowed(part) : part;
+        });
+        const result = { allowed: d.allowed, failedIndex: failed ?? -1, parts: parts as CheckResult[] };
+        return this.recordCompound({ ...result, degraded: false }, started);
+      }
+      // Nothing left to charge: allow-listed, or shadow limits that would deny.
+      return this.recordCompound(
+        { allowed: true, failedIndex: -1, parts: parts as CheckResult[], degraded: false },
+        started,
       );
-      const parts = d.parts.map((p, i) => {
-        const r = this.fromDecision(policies[i]!, p);
-        const it = items[i]!;
-        return d.allowed ? this.withReceipt(r, it.tenant, it.resource, it.cost, p.nowUs) : r;
-      });
-      this.metrics?.decisions.inc(
-        { result: d.allowed ? "allowed" : "denied", source: "store" },
-        parts.length,
-      );
-      this.metrics?.latency.observe({ source: "store" }, (monotonicNow() - started) / 1000);
-      return { allowed: d.allowed, failedIndex: d.allowed ? -1 : d.failedIndex, parts, degraded: false };
     } catch (err) {
       if (!isStoreUnavailable(err)) throw err;
-      return this.degradedCompound(policies, items);
+      return this.recordCompound(this.degradedCompound(keys, items, false));
     }
+  }
+
+  /** Metrics of a compound check: one decision per part, with the check's result. */
+  private recordCompound(r: CompoundResult, startedMs?: number): CompoundResult {
+    for (const p of r.parts) this.count(p, r.allowed);
+    if (startedMs !== undefined) {
+      const source = r.parts.some((p) => p.source === "store") ? "store" : (r.parts[0]?.source ?? "store");
+      this.metrics?.latency.observe({ source }, (monotonicNow() - startedMs) / 1000);
+    }
+    return r;
   }
 
   /**
    * All-or-nothing from held leases: synchronous, so no other check of this
    * process interleaves between the availability test and the takes.
-   * Fail-open does not apply to compound checks (deny instead).
+   * Fail-open does not apply to compound checks (deny instead). With the policy
+   * unknown every part is enforced (lists and shadow are not known either).
    */
-  private degradedCompound(policies: readonly KeyPolicy[], items: readonly CompoundItem[]): CompoundResult {
-    const clients = policies.map((p) => this.leases.peek(p));
-    const failedIndex = clients.findIndex((c, i) => c === undefined || c.available() < items[i]!.cost);
-    const allowed = failedIndex === -1;
-    if (allowed) {
-      for (let i = 0; i < clients.length; i++) clients[i]!.tryTake(items[i]!.cost);
-    }
-    const parts = policies.map((p, i) => ({
-      ...this.local(p, allowed, allowed ? "lease" : "unavailable", clients[i]?.available() ?? 0),
-      degraded: true,
-    }));
-    this.metrics?.decisions.inc(
-      { result: allowed ? "allowed" : "denied", source: allowed ? "lease" : "unavailable" },
-      parts.length,
+  private degradedCompound(
+    keys: readonly KeyState[],
+    items: readonly CompoundItem[],
+    unknown: boolean,
+  ): CompoundResult {
+    const mode = keys.map((k) =>
+      unknown || k.resolved === undefined
+        ? "enforce"
+        : k.resolved.access === "allow"
+          ? "allow"
+          : k.resolved.shadow
+            ? "shadow"
+            : "enforce",
     );
+    const clients = keys.map((k, i) => (mode[i] === "allow" ? undefined : this.leases.peek(k.policy)));
+    const covers = (i: number) => (clients[i]?.available() ?? 0) >= items[i]!.cost;
+    const failedIndex = mode.findIndex((m, i) => m === "enforce" && !covers(i));
+    const allowed = failedIndex === -1;
+    const deniedBy: DecisionSource = unknown ? "policy_unknown" : "unavailable";
+    const parts = keys.map((k, i) => {
+      if (mode[i] === "allow") return this.listed(k.policy, "allow_list");
+      const take = allowed && covers(i);
+      if (take) clients[i]!.tryTake(items[i]!.cost);
+      const r = {
+        ...this.local(k.policy, take, take ? "lease" : deniedBy, clients[i]?.available() ?? 0),
+        degraded: true,
+      };
+      return mode[i] === "shadow" ? this.shadowed(r) : r;
+    });
     return { allowed, failedIndex, parts, degraded: true };
   }
 
@@ -386,6 +569,8 @@ export class Limiter {
         field: "receipt",
       });
     }
+    // A refund grows the bucket: not under a policy this limiter does not know is current.
+    if (!this.policyKnown) throw new LimiterError("GQ_ERR_POLICY_UNKNOWN");
     const amount = cost ?? c.cost;
     if (amount > c.cost) {
       throw new LimiterError(
@@ -420,23 +605,37 @@ export class Limiter {
     return { policy, view: await this.store.inspect(policy) };
   }
 
-  /** Every configured region with its base share under this key's policy. */
+  /** Every configured region with its base share under this key's policy (the meet over versions). */
   regionShares(tenant: string, resource: string): { id: string; baseShare: number; floorShare: number }[] {
+    if (this.policySets.length === 0) throw new LimiterError("GQ_ERR_POLICY_UNKNOWN");
     return this.regionIds.map((id) => {
-      const p = resolveEffective(this.policySets, this.regionIds, id, tenant, resource, {
+      const p = resolveKey(this.policySets, this.regionIds, id, tenant, resource, {
         floorPpm: this.config.floorPpm,
-      });
+      }).policy;
       return { id, baseShare: p.baseShare, floorShare: p.floorShare };
     });
   }
 
-  /** The spec behind a key (for inspection output). */
+  /**
+   * The spec behind a key (for inspection output): the newest version's, with the limit this
+   * region enforces during a rollout, plus `access` when a list decides and `shadow` when set.
+   */
   spec(tenant: string, resource: string) {
-    return lookupPolicy(this.policies, tenant, resource);
+    const newest = lookupPolicy(this.policies, tenant, resource);
+    const r = resolveKey(this.policySets, this.regionIds, this.config.region, tenant, resource, {
+      floorPpm: this.config.floorPpm,
+    });
+    const { shadow: _newestShadow, ...rest } = newest;
+    return {
+      ...rest,
+      ...r.policy.limit,
+      ...(r.shadow ? { shadow: true } : {}),
+      ...(r.access !== "limit" ? { access: r.access } : {}),
+    };
   }
 
   async ready(): Promise<boolean> {
-    return this.store.probe(this.resolve("gq-readiness-probe", "gq-readiness-probe"), this.ping);
+    return this.store.probe(this.keyState("gq-readiness-probe", "gq-readiness-probe").policy, this.ping);
   }
 
   /** Returns held leases, then closes the store. */

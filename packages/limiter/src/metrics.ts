@@ -16,6 +16,8 @@ export interface ShareGauge {
 
 export interface LimiterMetrics {
   readonly decisions: Counter<"result" | "source">;
+  /** Decisions under a shadow policy: result allowed|would_deny (never denied), by source. */
+  readonly shadowDecisions: Counter<"result" | "source">;
   readonly latency: Histogram<"source">;
   readonly storeErrors: Counter<"op" | "kind">;
   readonly breakerState: Gauge;
@@ -50,7 +52,13 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   return {
     decisions: new Counter({
       name: "geoquota_decisions_total",
-      help: "Check decisions by result (allowed|denied) and source (store|lease|fail_open|unavailable)",
+      help: "Check decisions by result (allowed|denied) and source (store|lease|fail_open|unavailable|allow_list|deny_list|policy_unknown)",
+      labelNames: ["result", "source"] as const,
+      registers,
+    }),
+    shadowDecisions: new Counter({
+      name: "geoquota_shadow_decisions_total",
+      help: "Decisions under a shadow policy (also in geoquota_decisions_total, as allowed) by result (allowed|would_deny) and source",
       labelNames: ["result", "source"] as const,
       registers,
     }),

@@ -1,7 +1,7 @@
 // Fastify plugin for users' own routes (in the spirit of @fastify/rate-limit):
 // a route opts in with `config: { rateLimit: { resource, cost?, key? } }`, or
 // every route gets the plugin's `global` options. Denied requests get 429 with
-// the same headers and body as POST /v1/check.
+// the same headers and body as POST /v1/check; deny-listed keys 403 (GQ_ERR_DENY_LISTED).
 import type {
   FastifyInstance,
   FastifyPluginCallback,
@@ -66,6 +66,11 @@ export function rateLimitHook(
     const tenant = keyOf(source, request, v4, v6);
     const cost = typeof route.cost === "function" ? route.cost(request) : (route.cost ?? 1);
     const r = await limiter.check(tenant, route.resource, cost);
+    if (r.reason === "deny_list") {
+      const err = new LimiterError("GQ_ERR_DENY_LISTED", `${route.resource}: the key is on the deny list`);
+      await reply.code(403).send({ ...errorBody(err), ...decisionBody(r) });
+      return;
+    }
     reply.headers(rateLimitHeaders(r));
     if (!r.allowed) {
       const err = new LimiterError("GQ_ERR_RATE_LIMITED", `rate limit exceeded for ${route.resource}`);

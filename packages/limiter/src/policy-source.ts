@@ -13,7 +13,7 @@
 // Static (one region, or `policy.replicated: false`): the policies file, and
 // a change applies to this process at once — nobody else shares the limit.
 import { randomUUID } from "node:crypto";
-import { ConfigError, type PolicySet, parsePolicies, parseQuotaKey } from "@geoquota/config";
+import { type AccessList, ConfigError, type PolicySet, parsePolicies, parseQuotaKey } from "@geoquota/config";
 import type { Snapshot } from "@geoquota/rollout";
 import { LimiterError } from "./errors.js";
 
@@ -227,10 +227,27 @@ export class ReplicatedPolicies implements PolicyAdmin {
 }
 
 /** A policies document from a parsed set (when the caller has no file text, e.g. tests). */
-export function documentOf(set: PolicySet): Record<string, unknown> {
+export function documentOf(set: PolicySet | undefined): Record<string, unknown> | null {
+  if (set === undefined) return null;
+  const list = (l: AccessList) => [
+    ...[...l.tenants].map((tenant) => ({ tenant })),
+    ...[...l.keys].map((k) => ({ key: k.replace("|", "/") })),
+    ...l.globs.map((g) => ({ key: `${g.tenant}/${g.resource}` })),
+  ];
   return {
     default: { ...set.default },
     policies: [...set.entries].map(([k, spec]) => ({ ...parseQuotaKey(k), ...spec })),
+    ...(set.overrides !== undefined && set.overrides.size > 0
+      ? {
+          overrides: [...set.overrides.values()].map((o) => ({
+            tenant: o.tenant,
+            resource: o.resource,
+            ...o.fields,
+          })),
+        }
+      : {}),
+    ...(set.allow !== undefined ? { allow: list(set.allow) } : {}),
+    ...(set.deny !== undefined ? { deny: list(set.deny) } : {}),
   };
 }
 

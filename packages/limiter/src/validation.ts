@@ -111,6 +111,18 @@ export const DecisionSchema = z
       .string()
       .optional()
       .meta({ description: "allowed store decisions: the receipt POST /v1/refund takes (each once)" }),
+    reason: z
+      .enum(["allow_list", "deny_list", "policy_unknown", "not_evaluated"])
+      .optional()
+      .meta({
+        description:
+          "allow_list / deny_list: decided by the policies' lists without the store; policy_unknown: " +
+          "this limiter does not know the current policy (fail closed); not_evaluated: a compound " +
+          "part left undecided because another part is deny-listed",
+      }),
+    wouldDeny: z.boolean().optional().meta({
+      description: "shadow policies only: the policy would have denied (the decision is still allowed)",
+    }),
   })
   .meta({ id: "Decision" });
 

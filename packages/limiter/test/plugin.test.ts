@@ -1,9 +1,10 @@
+import { parsePolicies } from "@geoquota/config";
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
 import { Limiter } from "../src/limiter.js";
 import { geoquotaRateLimit } from "../src/plugin.js";
 import { RateLimitedSchema } from "../src/validation.js";
-import { testConfig, testPolicies } from "./helpers/config.js";
+import { REGION_IDS, testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 import { expectHeadersMatchBody, parseRateLimitFields } from "./helpers/rate-limit-fields.js";
 
@@ -114,5 +115,34 @@ describe("Fastify plugin on users' routes", () => {
       floorShare: 0,
     });
     expect(view.counters.admitted["us-east.1"]).toBe(0);
+  });
+});
+
+describe("plugin and the policies' lists", () => {
+  it("a deny-listed key gets 403 GQ_ERR_DENY_LISTED (no RateLimit headers); an allow-listed one passes; no store call", async () => {
+    const store = new FakeStore();
+    const policies = parsePolicies(
+      {
+        default: { capacity: 1, refillPerSecond: 0.001 },
+        allow: [{ tenant: "vip" }],
+        deny: [{ key: "bad*/api" }],
+      },
+      "test-policies.json",
+      REGION_IDS,
+    );
+    const limiter = new Limiter({ store, config: testConfig(), policies });
+    app = Fastify({ logger: false });
+    await app.register(geoquotaRateLimit, { limiter, key: { header: "x-tenant-id" } });
+    app.get("/api", { config: { rateLimit: { resource: "api" } } }, async () => ({ ok: true }));
+    const hit = (tenant: string) =>
+      app!.inject({ method: "GET", url: "/api", headers: { "x-tenant-id": tenant } });
+    const denied = await hit("bad_actor");
+    expect(denied.statusCode).toBe(403);
+    expect(denied.json()).toMatchObject({ code: "GQ_ERR_DENY_LISTED", allowed: false, reason: "deny_list" });
+    RateLimitedSchema.parse(denied.json());
+    expect(denied.headers.ratelimit).toBeUndefined();
+    expect(denied.headers["retry-after"]).toBeUndefined();
+    for (let i = 0; i < 5; i++) expect((await hit("vip")).statusCode).toBe(200);
+    expect(store.calls).toEqual([]);
   });
 });
