@@ -30,9 +30,10 @@ const policies = parsePolicies(
   "test-policies.json",
 );
 
-function config(redisUrl: string, leased: boolean) {
+function config(redisUrl: string, leased: boolean, replicated = true) {
   return parseRegionConfig(
     {
+      policy: { replicated, limiterStaleMs: 1000 },
       region: "us-east",
       listen: { host: "127.0.0.1", port: 0 },
       redis: { url: redisUrl, timeoutMs: 50 },
@@ -124,7 +125,9 @@ describe("service on real Redis", () => {
   });
 
   it("Redis killed: breaker opens, leased tokens serve, nothing beyond them; recovers when Redis returns", async () => {
-    const svc = await startRegionService({ config: config(redis.url, true), policies, fresh: true });
+    // Policies from the file: with replicated policies and no gossip daemon to write them
+    // again, the wiped Redis would leave this region without policies (next test).
+    const svc = await startRegionService({ config: config(redis.url, true, false), policies, fresh: true });
     try {
       const key = { tenant: "kill_t", resource: "api" };
       // Warm up: the first check goes to Redis and starts a lease; then leases serve.
@@ -169,6 +172,26 @@ describe("service on real Redis", () => {
       // buckets start empty (DESIGN §4), so it is conservative, never over.
       expect(after.status).toBe(429);
     } finally {
+      await svc.close();
+    }
+  });
+
+  it("replicated policies without a daemon: once the snapshot is gone and the last read stale, checks fail closed", async () => {
+    const c = redis.client();
+    await c.flushall();
+    const svc = await startRegionService({ config: config(redis.url, false), policies, fresh: true });
+    try {
+      const key = { tenant: "gone_t", resource: "api" };
+      expect((await post(svc, key)).status).toBe(200);
+      expect((await fetch(`${svc.url}/readyz`)).status).toBe(200);
+      await c.del("gq:policy"); // what a wiped Redis looks like to the limiter
+      await waitFor("policy unknown", async () => (await fetch(`${svc.url}/readyz`)).status === 503, 5000);
+      const r = await post(svc, key);
+      expect(r.status).not.toBe(200);
+      expect(r.body.degraded).toBe(true);
+      expect((await (await fetch(`${svc.url}/readyz`)).json()).code).toBe("GQ_ERR_POLICY_UNKNOWN");
+    } finally {
+      c.disconnect();
       await svc.close();
     }
   });
