@@ -13,7 +13,14 @@
 // Static (one region, or `policy.replicated: false`): the policies file, and
 // a change applies to this process at once — nobody else shares the limit.
 import { randomUUID } from "node:crypto";
-import { type AccessList, ConfigError, type PolicySet, parsePolicies, parseQuotaKey } from "@geoquota/config";
+import {
+  type AccessList,
+  ConfigError,
+  type PolicySet,
+  type PolicySpec,
+  parsePolicies,
+  parseQuotaKey,
+} from "@geoquota/config";
 import type { Snapshot } from "@geoquota/rollout";
 import { LimiterError } from "./errors.js";
 
@@ -234,9 +241,15 @@ export function documentOf(set: PolicySet | undefined): Record<string, unknown> 
     ...[...l.keys].map((k) => ({ key: k.replace("|", "/") })),
     ...l.globs.map((g) => ({ key: `${g.tenant}/${g.resource}` })),
   ];
+  // A window algorithm's refill is derived from capacity / windowMs: the file may not state it.
+  const spec = (p: PolicySpec) => {
+    if (p.windowMs === undefined) return { ...p };
+    const { refillPerSecond: _derived, ...rest } = p;
+    return rest;
+  };
   return {
-    default: { ...set.default },
-    policies: [...set.entries].map(([k, spec]) => ({ ...parseQuotaKey(k), ...spec })),
+    default: spec(set.default),
+    policies: [...set.entries].map(([k, p]) => ({ ...parseQuotaKey(k), ...spec(p) })),
     ...(set.overrides !== undefined && set.overrides.size > 0
       ? {
           overrides: [...set.overrides.values()].map((o) => ({

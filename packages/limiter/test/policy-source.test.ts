@@ -1,10 +1,11 @@
 // The replicated policy source (docs/design.md §3.4): a limiter enforces the
 // meet of the versions in the daemon's snapshot, uses a snapshot only until
 // its read was sent + limiterStaleMs, and fails closed before and after.
-import type { PolicySet } from "@geoquota/config";
+import { type PolicySet, parsePolicies } from "@geoquota/config";
 import { describe, expect, it } from "vitest";
 import { LimiterError } from "../src/errors.js";
 import {
+  documentOf,
   type PolicyTarget,
   ReplicatedPolicies,
   type RolloutView,
@@ -166,6 +167,32 @@ describe("replicated policy source", () => {
     expect(r).toMatchObject({ unchanged: false, proposalId: h.pushed[0]!.proposalId });
     expect(r.state.target).toEqual({ version: 1, origin: "us-east" });
     expect(h.seen.sets.map((s) => s.default.capacity)).toEqual([10, 20]);
+  });
+});
+
+describe("documentOf", () => {
+  it("rebuilds a document that parses back to the same set (entries, overrides, allow and deny lists)", () => {
+    const set = parsePolicies(
+      {
+        default: { capacity: 5, refillPerSecond: 1, shadow: true },
+        policies: [
+          {
+            tenant: "*",
+            resource: "api",
+            algorithm: "gcra",
+            capacity: 9,
+            refill: { tokens: 9, perSeconds: 3 },
+          },
+          { tenant: "t", resource: "win", algorithm: "fixed_window", capacity: 4, windowMs: 1000 },
+        ],
+        overrides: [{ tenant: "t", resource: "api", capacity: 2 }],
+        allow: [{ tenant: "vip" }, { key: "*/health*" }, { key: "a/b" }],
+        deny: [{ key: "bad_*/x" }],
+      },
+      "p.json",
+      REGIONS,
+    );
+    expect(parsePolicies(documentOf(set), "again.json", REGIONS)).toEqual(set);
   });
 });
 

@@ -189,7 +189,8 @@ describe("service on real Redis", () => {
       const r = await post(svc, key);
       expect(r.status).not.toBe(200);
       expect(r.body.degraded).toBe(true);
-      expect((await (await fetch(`${svc.url}/readyz`)).json()).code).toBe("GQ_ERR_POLICY_UNKNOWN");
+      const ready = (await (await fetch(`${svc.url}/readyz`)).json()) as { code: string };
+      expect(ready.code).toBe("GQ_ERR_POLICY_UNKNOWN");
     } finally {
       c.disconnect();
       await svc.close();
