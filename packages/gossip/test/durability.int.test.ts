@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { decodeFrame, encodeFrame, KeyRecord, type Loan } from "@geoquota/crdt";
 import { initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
 import { createGossipStore } from "@geoquota/redis";
-import { type RedisServer, startRedis, startReplica } from "@geoquota/testkit";
+import { type RedisServer, startPrimaryWithReplica, startRedis } from "@geoquota/testkit";
 import { afterEach, expect, it } from "vitest";
 import { parseRegionConfig } from "@geoquota/config";
 import { GossipDaemon, startGossip } from "../src/index.js";
@@ -59,10 +59,7 @@ class CapturingLink {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 it("a grant whose WAIT failed ships neither in its round nor from the record read back later; it ships once a wait covers it", async () => {
-  const primary = await startRedis();
-  started.push(primary);
-  const replica = await startReplica(primary);
-  started.push(replica);
+  const { primary, replica } = await startPrimaryWithReplica(started);
   const redis = primary.client();
   await initFreshRegion(redis);
   const lease = { epsilonMs: 250, loanDurationMs: 3000 };

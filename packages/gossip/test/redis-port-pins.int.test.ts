@@ -2,19 +2,18 @@
 // in-process leases outstanding in this region (DESIGN §3: leases pin share),
 // and it uses the region's leased mode (part of every bucket fingerprint).
 import { createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
-import { redisPerFile } from "@geoquota/testkit";
+import { keyPolicy, redisPerFile } from "@geoquota/testkit";
 import { expect, it } from "vitest";
 import { createRedisDaemonStore } from "../src/daemon/redis-port.js";
 
 const fx = redisPerFile(initFreshRegion);
 
-const policy: KeyPolicy = {
+const policy: KeyPolicy = keyPolicy({
   tenant: "pins",
-  resource: "api",
-  limit: { algorithm: "token_bucket", capacity: 100, refillPerSecond: 10 },
+  capacity: 100,
+  refillPerSecond: 10,
   baseShare: 500_000,
-  floorShare: 20_000,
-};
+});
 
 it("readKey reports ⌈U·leased/C⌉ as the lease-pinned share", async () => {
   const config = { region: "eu", lease: { epsilonMs: 250, loanDurationMs: 3000 }, leased: { enabled: true } };

@@ -1,6 +1,8 @@
 // @geoquota/lease: the pure reference model of a region's quota state (share
 // function, piecewise lazy refill, checks, leases, loans, recovery). No I/O:
-// every operation takes the time the Redis script would read from TIME.
+// every operation takes the time the Redis script would read from TIME. Also
+// the ground floor's shared vocabulary (types.ts) and the store interface the
+// limiter runs on and @geoquota/redis implements (store.ts).
 export {
   type BucketHash,
   type KeyState,

@@ -1,4 +1,4 @@
-import { checkGlobalBound } from "@geoquota/testkit";
+import { checkGlobalBound, keyPolicy } from "@geoquota/testkit";
 import { describe, expect, it } from "vitest";
 import { LeasedClient } from "../src/leased-client.js";
 import type { KeyPolicy, Lease } from "../src/types.js";
@@ -6,13 +6,12 @@ import { manualClock } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 
 // us-east slice of C = 300, r = 30/s at 1/3: capacity 100, 10/s.
-const policy: KeyPolicy = {
-  tenant: "t1",
+const policy: KeyPolicy = keyPolicy({
   resource: "r1",
-  limit: { algorithm: "token_bucket", capacity: 300, refillPerSecond: 30 },
+  capacity: 300,
+  refillPerSecond: 30,
   baseShare: 333_334,
-  floorShare: 20_000,
-};
+});
 
 /** A FakeStore whose acquireLease answers only when the test says so. */
 class GatedStore extends FakeStore {

@@ -4,7 +4,7 @@
 // checks (noeviction, declared replicas), and a limiter alone (no daemon)
 // that notices a failover and enters recovery.
 import { parsePolicies } from "@geoquota/config";
-import { type RedisServer, startRedis, startReplica, waitFor } from "@geoquota/testkit";
+import { type RedisServer, startPrimaryWithReplica, startRedis, waitFor } from "@geoquota/testkit";
 import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { startRegionService } from "../src/main.js";
@@ -25,10 +25,7 @@ afterEach(async () => {
 });
 
 async function pair(): Promise<{ primary: RedisServer; replica: RedisServer; redis: Redis }> {
-  const primary = await startRedis();
-  started.push(primary);
-  const replica = await startReplica(primary);
-  started.push(replica);
+  const { primary, replica } = await startPrimaryWithReplica(started);
   const redis = primary.client();
   await initFreshRegion(redis);
   return { primary, replica, redis };

@@ -1,7 +1,7 @@
 // Shared fixtures of the redis-*.int tests: policies, timing, a Redis per file.
 import { parseRegionConfig, type RegionConfig } from "@geoquota/config";
 import { createRedisStore, initFreshRegion } from "@geoquota/redis";
-import { redisPerFile } from "@geoquota/testkit";
+import { keyPolicy, redisPerFile } from "@geoquota/testkit";
 import type { KeyPolicy, LeaseTiming, RefundReceiptRef } from "../src/types.js";
 
 export const TIMING: LeaseTiming = { epsilonUs: 250_000, loanDurationUs: 3_000_000 };
@@ -13,13 +13,12 @@ export function policy(
   shares: { base?: number; floor?: number } = {},
 ): KeyPolicy {
   n += 1;
-  return {
+  const p = keyPolicy({
     tenant: `t${process.pid}x${n}`,
-    resource: "api",
-    limit: { algorithm: "token_bucket", capacity: 10, refillPerSecond: 1, ...limit },
-    baseShare: shares.base ?? 1_000_000,
-    floorShare: shares.floor ?? 20_000,
-  };
+    ...(shares.base !== undefined ? { baseShare: shares.base } : {}),
+    ...(shares.floor !== undefined ? { floorShare: shares.floor } : {}),
+  });
+  return { ...p, limit: { ...p.limit, ...limit } };
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -37,11 +36,22 @@ export function receiptRef(admittedUs = Date.now() * 1000): RefundReceiptRef {
 
 /** A two-region limiter service config on `url` (the gossip endpoints are never dialled). */
 export function serviceConfig(url: string, replicas: number, primaryCheckMs = 1000): RegionConfig {
+  return regionConfig({ url, timeoutMs: 200, replicas, primaryCheckMs });
+}
+
+/**
+ * The region config of region us-east (of us-east and eu-west) with the given
+ * `redis` block and further top-level fields (`extra`: breaker, leased, …).
+ */
+export function regionConfig(
+  redis: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+): RegionConfig {
   return parseRegionConfig(
     {
       region: "us-east",
       listen: { host: "127.0.0.1", port: 0 },
-      redis: { url, timeoutMs: 200, replicas, primaryCheckMs },
+      redis,
       regions: [
         { id: "us-east", gossip: "127.0.0.1:1" },
         { id: "eu-west", gossip: "127.0.0.1:2" },
@@ -49,6 +59,7 @@ export function serviceConfig(url: string, replicas: number, primaryCheckMs = 10
       gossip: { listen: { host: "127.0.0.1", port: 1 }, plaintext: true },
       sharedSecret: "test-shared-secret-0123456789",
       adminToken: "test-admin-token-0123456789",
+      ...extra,
     },
     { file: "test.json", env: {} },
   );

@@ -1,7 +1,7 @@
 // The service against a real redis-server: the HTTP contract end to end, and
 // Redis killed mid-run (breaker opens, leased tokens keep serving, nothing
 // beyond them is admitted, recovery when Redis returns).
-import { parsePolicies, parseRegionConfig } from "@geoquota/config";
+import { parsePolicies } from "@geoquota/config";
 import { checkGlobalBound, type RedisServer, startRedis, waitFor } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -11,6 +11,7 @@ import { hashKey } from "../src/key-hygiene.js";
 import { keyHashSecretOf } from "../src/key-hygiene.js";
 import { type RegionService, runRegion, startRegionService } from "../src/main.js";
 import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
+import { regionConfig } from "./redis-helpers.js";
 
 const policies = parsePolicies(
   {
@@ -31,23 +32,13 @@ const policies = parsePolicies(
 );
 
 function config(redisUrl: string, leased: boolean, replicated = true) {
-  return parseRegionConfig(
+  return regionConfig(
+    { url: redisUrl, timeoutMs: 50 },
     {
       policy: { replicated, limiterStaleMs: 1000 },
-      region: "us-east",
-      listen: { host: "127.0.0.1", port: 0 },
-      redis: { url: redisUrl, timeoutMs: 50 },
-      regions: [
-        { id: "us-east", gossip: "127.0.0.1:1" },
-        { id: "eu-west", gossip: "127.0.0.1:2" },
-      ],
-      gossip: { listen: { host: "127.0.0.1", port: 1 }, plaintext: true },
-      sharedSecret: "test-shared-secret-0123456789",
-      adminToken: "test-admin-token-0123456789",
       breaker: { failureThreshold: 2, openMs: 200, halfOpenProbes: 1, closeAfterSuccesses: 1 },
       leased: { enabled: leased, batch: 10, lowWater: 3, durationMs: 2000, marginMs: 100 },
     },
-    { file: "test.json", env: {} },
   );
 }
 

@@ -1,7 +1,7 @@
 // The test kit: what test files import. The process spawners live in
 // @geoquota/procs (the CLI uses them too) and the global-bound oracle in
 // @geoquota/sim; this package gathers them for tests, adds the fixtures many
-// test files share (redis-fixture.ts), and is never a dependency of a shipped
+// test files share (redis-fixture.ts, policy-fixture.ts), and is never a dependency of a shipped
 // package.
 export {
   findBinary,
@@ -33,4 +33,5 @@ export {
   type OracleVerdict,
   type Refund,
 } from "@geoquota/sim";
-export { type RedisFixture, redisPerFile } from "./redis-fixture.js";
+export { keyPolicy, type PolicyFixture, type PolicyFixtureOptions } from "./policy-fixture.js";
+export { type RedisFixture, redisPerFile, startPrimaryWithReplica } from "./redis-fixture.js";

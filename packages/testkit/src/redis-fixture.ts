@@ -3,7 +3,7 @@
 // run on a client (e.g. `initFreshRegion` of @geoquota/redis, passed in: the
 // test kit imports no geoquota package but the spawners and the oracle),
 // stopped in afterAll even when a test failed.
-import { type RedisServer, startRedis } from "@geoquota/procs";
+import { type RedisServer, startRedis, startReplica } from "@geoquota/procs";
 import { afterAll, beforeAll } from "vitest";
 
 type RedisClient = ReturnType<RedisServer["client"]>;
@@ -48,4 +48,19 @@ export function redisPerFile<T = undefined>(setup?: (redis: RedisClient) => Prom
       return ready().setup;
     },
   };
+}
+
+/**
+ * A primary and one replica of it, for the durability tests: each is pushed
+ * to `started` as soon as it runs (the file's afterEach/afterAll stops them),
+ * so a failure halfway leaves nothing behind.
+ */
+export async function startPrimaryWithReplica(
+  started: RedisServer[],
+): Promise<{ primary: RedisServer; replica: RedisServer }> {
+  const primary = await startRedis();
+  started.push(primary);
+  const replica = await startReplica(primary);
+  started.push(replica);
+  return { primary, replica };
 }
