@@ -208,7 +208,7 @@ export class RolloutStep {
     this.log("info", "policy_known", {
       completed: formatId(r.completed),
       target: formatId(targetOf(r)),
-      seeded: r.completed.origin === "seed" && r.shared.docs.size === 1,
+      seeded: this.st.u.adopted === null,
     });
     this.setKnown(r);
   }
