@@ -131,6 +131,19 @@ describe("planted bugs make the checkers fail", () => {
     expect(f, "a 6ε clock spread was never caught").toBeDefined();
   }, 120_000);
 
+  it("growBeforeAllAcks: the daemons' rollout grows as soon as every region acked, without D + 2ε (issue 15)", async () => {
+    const make = (bugs: PlantedBugs) => (seed: number) => {
+      const base = scenarioFor(seed, { bugs });
+      return { ...base, faults: { ...QUIET, policyChanges: 1 } };
+    };
+    const f = await firstFailing(100, make({ growBeforeAllAcks: true }));
+    expect(f, "growth right after the last ack was never caught").toBeDefined();
+    expect(f).toMatch(/Σ shares|G1 violated|leased \+ bucket/);
+    // The same seed with the rule as designed passes.
+    const seed = Number(/seed (\d+)/.exec(f ?? "")?.[1]);
+    mustPass(await runModel(make({})(seed)));
+  }, 240_000);
+
   it("a policy change that grows before loans from the old bases lapsed breaks Σ s ≤ U", async () => {
     const f = await firstFailing(100, (seed) => {
       const base = scenarioFor(seed, { policyRule: { growAfterUs: 0 } });

@@ -17,21 +17,18 @@ import {
   Replica,
 } from "@geoquota/crdt";
 import type { KeyPolicy } from "@geoquota/limiter";
-import { DEFAULT_POLICY_OPTIONS, type PolicyOptions, type RegionQuota } from "../policy/index.js";
+import { DEFAULT_POLICY_OPTIONS, type PolicyOptions } from "../policy/index.js";
 import { DurableLedger } from "./durable-ledger.js";
 import { FrameHandling, type FrameLink } from "./frames.js";
 import type { DaemonMetrics } from "./metrics.js";
 import { PolicyStep, type ResolvedKey } from "./policy-step.js";
 import { isRolloutFrame } from "./rollout-frame.js";
-import type { RolloutStep } from "./rollout-step.js";
-import type { DaemonStore, KeyState } from "./store-port.js";
+import type { RolloutStatus, RolloutStep } from "./rollout-step.js";
+import type { DaemonStore, KeyState, PolicyResolver } from "./store-port.js";
 
 export type { FrameLink } from "./frames.js";
 
-/** Resolves a key's policy for this region and the quotas of all regions. */
-export interface PolicyResolver {
-  resolve(tenant: string, resource: string): { policy: KeyPolicy; regions: readonly RegionQuota[] };
-}
+export type { PolicyResolver } from "./store-port.js";
 
 export interface DaemonOptions {
   region: string;
@@ -99,6 +96,8 @@ export interface DaemonStatus {
   peers: Record<string, { up: boolean; lastHeardMs: number | null; lagMs: number | null }>;
   /** Latest computed shares/targets of a few active keys. */
   sample: Record<string, { targets: Record<string, number>; recovering: boolean }>;
+  /** The replicated policy versions (absent: static policies). */
+  policy?: RolloutStatus;
 }
 
 export class GossipDaemon {
@@ -158,7 +157,10 @@ export class GossipDaemon {
       limits: options.decodeLimits === undefined ? undefined : { ...DEFAULT_LIMITS, ...options.decodeLimits },
       digestBuckets: this.opts.digestBuckets,
       now: this.now,
-      knows: (key) => this.policyFor(key) !== undefined,
+      // While the policy is unknown every valid key is kept (merged into the
+      // map, written into Redis once the policy is known): a full sync sent
+      // then is not sent again.
+      knows: (key) => !this.policyKnown() || this.policyFor(key) !== undefined,
       onMerged: (keys) => {
         for (const k of keys) this.pendingMerge.add(k);
         this.flushMerges();
@@ -220,11 +222,12 @@ export class GossipDaemon {
   /** A binary frame from an authenticated peer (frames.ts). Bad frames are counted and dropped. */
   onFrame(peer: string, bytes: Uint8Array): void {
     if (this.deps.rollout !== undefined && isRolloutFrame(bytes)) {
-      const error = this.deps.rollout.onFrame(peer, bytes);
+      const { error, reply } = this.deps.rollout.onFrame(peer, bytes);
       if (error !== undefined) {
         this.frames.countBad(peer, "GQ_ERR_ROLLOUT_FRAME");
         this.deps.onError?.(`rollout-frame ${peer}`, new Error(error));
       }
+      if (reply) this.sendRollout(peer);
       return;
     }
     this.frames.onFrame(peer, bytes);
@@ -247,6 +250,10 @@ export class GossipDaemon {
         this.lastRoundMs = this.now() - t0;
         return;
       }
+      if (this.pendingMerge.size > 0) {
+        this.flushMerges();
+        await this.mergeInFlight;
+      }
     }
     const keys = new Set<string>();
     for (const k of await this.deps.store.drainDirty(this.opts.dirtyPerRound)) keys.add(k);
@@ -260,6 +267,10 @@ export class GossipDaemon {
     if (this.rounds % this.opts.digestEveryRounds === 0) this.frames.sendDigest();
     this.lastRoundMs = this.now() - t0;
     this.deps.metrics?.roundDuration.observe(this.lastRoundMs / 1000);
+  }
+
+  private policyKnown(): boolean {
+    return this.deps.rollout === undefined || this.deps.rollout.known;
   }
 
   private policyFor(key: string): ResolvedKey | undefined {
@@ -338,6 +349,8 @@ export class GossipDaemon {
 
   /** Writes merged remote state into Redis, serialized so merges never interleave with a round's reads. */
   private flushMerges(): void {
+    // Kept until the policy is known (the round flushes them then).
+    if (!this.policyKnown()) return;
     this.mergeInFlight = this.mergeInFlight.then(async () => {
       const keys = [...this.pendingMerge];
       this.pendingMerge.clear();
@@ -371,6 +384,7 @@ export class GossipDaemon {
       loansReturned: this.policy.loansReturned,
       peers,
       sample: Object.fromEntries(this.policy.sample),
+      ...(this.deps.rollout !== undefined ? { policy: this.deps.rollout.status() } : {}),
     };
   }
 

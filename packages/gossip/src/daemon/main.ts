@@ -294,10 +294,7 @@ export async function startGossip(
       return send(ready ? 200 : 503, JSON.stringify({ ready }));
     }
     if (req.url === "/v1/status") {
-      return send(
-        200,
-        JSON.stringify({ ...running.status(), links: mesh.peers(), policy: rollout?.status() ?? null }),
-      );
+      return send(200, JSON.stringify({ ...running.status(), links: mesh.peers() }));
     }
     if (req.url === "/metrics") {
       registry.metrics().then(

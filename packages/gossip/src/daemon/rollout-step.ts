@@ -33,8 +33,8 @@ import {
   decodeSnapshot,
 } from "@geoquota/rollout";
 import { type PolicySet, resolveEffective } from "@geoquota/config";
-import type { PolicyResolver } from "./daemon.js";
 import { decodeRolloutFrame, encodeRolloutFrame } from "./rollout-frame.js";
+import type { PolicyResolver } from "./store-port.js";
 
 /** What the rollout needs from the region's Redis (store.ts of @geoquota/rollout; the model in the simulation). */
 export interface RolloutPort {
@@ -152,25 +152,38 @@ export class RolloutStep {
     return encodeRolloutFrame(this.o.region, this.outgoing());
   }
 
-  /** A rollout frame from the authenticated `peer`; returns an error (the frame is dropped) or undefined. */
-  onFrame(peer: string, bytes: Uint8Array): string | undefined {
+  /**
+   * A rollout frame from the authenticated `peer`: `error` when it was
+   * dropped; `reply` when the peer should get our state at once rather than
+   * next round (it announced a new epoch, or it does not carry ours yet), so
+   * that a region that lost everything is confirmed within a round trip.
+   */
+  onFrame(peer: string, bytes: Uint8Array): { error?: string; reply: boolean } {
     const f = decodeRolloutFrame(bytes);
-    if (!f.ok) return f.error;
-    if (f.value.from !== peer) return "GQ_ERR_FORGED_SENDER";
+    if (!f.ok) return { error: f.error, reply: false };
+    if (f.value.from !== peer) return { error: "GQ_ERR_FORGED_SENDER", reply: false };
     if (!this.o.regions.includes(peer) || peer === this.o.region)
-      return `rollout frame: ${peer} is not a peer`;
+      return { error: `rollout frame: ${peer} is not a peer`, reply: false };
     const state = f.value.state;
     if (state !== null) {
       const bad = this.invalidDoc(state.shared.docs.values());
-      if (bad !== undefined) return `rollout frame: ${bad}`;
+      if (bad !== undefined) return { error: `rollout frame: ${bad}`, reply: false };
     }
     if (this.st.kind === "known") {
-      if (state !== null) this.setKnown(mergePeer(this.st.r, state));
-    } else if (this.st.kind === "unknown") {
-      this.st = { kind: "unknown", u: heardFrom(this.st.u, peer, state) };
-      this.tryResolve();
+      if (state === null) return { reply: false };
+      const before = this.st.r.shared.acked.get(peer)?.epoch;
+      const r = mergePeer(this.st.r, state);
+      this.setKnown(r);
+      return { reply: r.shared.acked.get(peer)?.epoch !== before };
     }
-    return undefined;
+    if (this.st.kind === "unknown") {
+      const u = heardFrom(this.st.u, peer, state);
+      this.st = { kind: "unknown", u };
+      this.tryResolve();
+      const carries = state !== null && (state.shared.acked.get(this.o.region)?.epoch ?? -1) >= u.epoch;
+      return { reply: state !== null && !carries };
+    }
+    return { reply: false };
   }
 
   private tryResolve(): void {
@@ -194,7 +207,7 @@ export class RolloutStep {
     this.log("info", "policy_known", {
       completed: formatId(r.completed),
       target: formatId(targetOf(r)),
-      seeded: r.completed.origin === "seed" && r.shared.docs.size === 1,
+      seeded: this.st.u.adopted === null,
     });
     this.setKnown(r);
   }
@@ -309,6 +322,9 @@ export class RolloutStep {
   }
 }
 
+/** The daemon's policy resolver (the port in store-port.ts). */
+export type EffectiveResolver = PolicyResolver;
+
 /**
  * The daemon's policy resolver over the rollout: the meet (resolveEffective)
  * of the region's effective sets, for this region and every region's quota.
@@ -317,8 +333,8 @@ export class RolloutStep {
 export function rolloutPolicyResolver(
   step: RolloutStep,
   where: { region: string; regions: readonly string[]; floorPpm?: number },
-): PolicyResolver {
-  const cache = new Map<string, ReturnType<PolicyResolver["resolve"]>>();
+): EffectiveResolver {
+  const cache = new Map<string, ReturnType<EffectiveResolver["resolve"]>>();
   let generation = -1;
   const opts = where.floorPpm !== undefined ? { floorPpm: where.floorPpm } : {};
   return {

@@ -3,7 +3,12 @@
 // tests may use another implementation.
 import type { KeyRecord, Loan, ReturnedMark } from "@geoquota/crdt";
 import type { KeyPolicy } from "@geoquota/limiter";
-import type { InboundLoan } from "../policy/index.js";
+import type { InboundLoan, RegionQuota } from "../policy/index.js";
+
+/** Resolves a key's policy for this region and the quotas of all regions. */
+export interface PolicyResolver {
+  resolve(tenant: string, resource: string): { policy: KeyPolicy; regions: readonly RegionQuota[] };
+}
 
 /** One key's state in this region's Redis, read atomically by a script. */
 export interface KeyState {

@@ -40,6 +40,8 @@ interface Snapshot {
   readonly ridRecorded: number;
   readonly key: KeyState;
   readonly dirty: boolean;
+  readonly policy: string | null;
+  readonly proposals: readonly string[];
 }
 
 function cloneKey(k: KeyState): KeyState {
@@ -54,6 +56,10 @@ export class ModelRedis {
   key: KeyState;
   /** The shard's change feed (`gq:{s<k>}:dirty`): set by every write to the key. */
   dirty = true;
+  /** `gq:policy`: the daemon's policy snapshot (JSON), what the limiters read. */
+  policy: string | null = null;
+  /** `gq:policy:proposals` (JSON entries). */
+  proposals: string[] = [];
   /** `master_replid` of the current primary; a failover changes it. */
   replid = 1;
   /** The replid recorded with the marker (`gq:{s<k>}:rid`). */
@@ -88,6 +94,8 @@ export class ModelRedis {
       ridRecorded: this.ridRecorded,
       key: cloneKey(this.key),
       dirty: this.dirty,
+      policy: this.policy,
+      proposals: [...this.proposals],
     };
   }
 
@@ -129,6 +137,8 @@ export class ModelRedis {
     this.state = { region: this.id, marker: s.marker };
     this.ridRecorded = s.ridRecorded;
     this.key = cloneKey(s.key);
+    this.policy = s.policy;
+    this.proposals = [...s.proposals];
     this.dirty = true;
     this.replid++;
     this.unreplicatedWrites = 0;
@@ -155,7 +165,21 @@ export class ModelRedis {
       marker: this.bugs.skipRecovery === true ? freshIncarnation(nowUs) : undefined,
     };
     this.key = emptyKeyState();
+    this.policy = null;
+    this.proposals = [];
     this.wrote();
+  }
+
+  /** The CLI orchestrator's seed snapshot, written before anything runs (the replica has it). */
+  seedPolicy(raw: string): void {
+    this.policy = raw;
+    this.replica = this.snapshotNow();
+  }
+
+  /** SET gq:policy (a write the replica may not have yet). */
+  writePolicy(raw: string): void {
+    this.policy = raw;
+    this.unreplicatedWrites++;
   }
 
   private wrote(): void {

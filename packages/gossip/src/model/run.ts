@@ -18,14 +18,23 @@
 // Integer µs everywhere; all randomness from the seed. The daemon is async:
 // after an event that may have resumed it, the run drains the microtask
 // queue before the next event, so a seed replays exactly.
+import { parsePolicies, type PolicySet, resolveEffective } from "@geoquota/config";
 import { capacityOf, type KeyLimit, type Timing } from "@geoquota/lease";
 import type { KeyPolicy } from "@geoquota/limiter";
+import { decodeSnapshot, encodeSnapshot, idKey, seedState, snapshotOf } from "@geoquota/rollout";
 import { Rng, SimClock, SimNetwork, WindowOracle } from "@geoquota/sim";
 import { type DaemonTimers, GossipDaemon } from "../daemon/daemon.js";
+import { RolloutStep, rolloutPolicyResolver } from "../daemon/rollout-step.js";
 import type { DaemonStore } from "../daemon/store-port.js";
 import { type RegionQuota, U } from "../policy/index.js";
 import { ModelRedis } from "./region.js";
-import { createModelDaemonStore, keyLimitOf, MODEL_RESOURCE, MODEL_TENANT } from "./store.js";
+import {
+  createModelDaemonStore,
+  createModelRolloutPort,
+  keyLimitOf,
+  MODEL_RESOURCE,
+  MODEL_TENANT,
+} from "./store.js";
 import type { ModelOptions, ModelResult } from "./types.js";
 
 /** Redis TIME is epoch µs: large, so a fresh cluster (born 0) is long past any recovery. */
@@ -34,6 +43,8 @@ const EPOCH_US = 1_700_000_000_000_000;
 const WAIT_TIMEOUT_US = 100_000;
 /** redis-port primaryCheckMs as main.ts sets it. */
 const PRIMARY_CHECK_US = 1_000_000;
+/** limiterStaleMs of the simulated regions: a limiter decides with a snapshot read at most this long ago. */
+const LIMITER_STALE_US = 500_000;
 /** The replication stream catches up at least this often (when not stalled). */
 const REPLICA_STREAM_MAX_US = 200_000;
 /** How long before a failover the replica's content is materialised (see ModelRedis.armReplica). */
@@ -67,7 +78,10 @@ interface Node {
   readonly index: number;
   readonly offsetUs: number;
   readonly redis: ModelRedis;
+  /** The policy its limiters enforce: from the last snapshot they read (kept while unknown, for the checkers). */
   view: PolicyView;
+  /** The limiters' last successful snapshot read: usable until sentUs + limiterStaleMs. */
+  limiterRead: { readonly raw: string; readonly sentUs: number } | undefined;
   daemon: GossipDaemon | undefined;
   /** Incremented when a daemon starts or dies: a dead life's timers and commands go nowhere. */
   life: number;
@@ -83,6 +97,22 @@ interface PolicySpec {
   readonly capacity: number;
   readonly refillPerSecond: number;
   readonly bases: readonly number[];
+}
+
+/** The policies file of a spec (regions/policies.json shape): weights are the bases (they sum to U). */
+function policiesFileOf(
+  spec: PolicySpec,
+  ids: readonly string[],
+  algorithm: string,
+  floorPpm: number,
+): unknown {
+  const weights: Record<string, number> = {};
+  ids.forEach((id, i) => {
+    weights[id] = spec.bases[i] ?? 0;
+  });
+  return {
+    default: { algorithm, capacity: spec.capacity, refillPerSecond: spec.refillPerSecond, weights, floorPpm },
+  };
 }
 
 class CheckFailed extends Error {}
@@ -166,6 +196,42 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     return { policy, limit: keyLimitOf(policy), regions };
   };
 
+  // ---- the replicated policy (issue 15): seed snapshots, and the limiters' view of a snapshot
+  const parsePolicy = (raw: unknown, label: string): PolicySet => parsePolicies(raw, label, ids);
+  const seedPolicies = policiesFileOf(oldSpec, ids, opts.algorithm, opts.floorPpm);
+  const parsedDocs = new Map<string, PolicySet>();
+  const snapshotViews = new Map<string, { view: PolicyView; completedProposal: string | undefined }>();
+  /** What a limiter of `index` enforces from snapshot `raw`: resolveEffective over its docs. */
+  const viewOfSnapshot = (index: number, raw: string) => {
+    const cached = snapshotViews.get(`${index}\n${raw}`);
+    if (cached !== undefined) return cached;
+    const d = decodeSnapshot(raw);
+    if (!d.ok) throw new Error(`model: ${d.error}`);
+    const sets = d.value.docs.map((doc) => {
+      const k = `${idKey(doc)}:${doc.proposalId ?? ""}`;
+      let set = parsedDocs.get(k);
+      if (set === undefined) {
+        set = parsePolicy(doc.policies, idKey(doc));
+        parsedDocs.set(k, set);
+      }
+      return set;
+    });
+    const resolve = (region: string) =>
+      resolveEffective(sets, ids, region, MODEL_TENANT, MODEL_RESOURCE, { floorPpm: opts.floorPpm });
+    const policy = resolve(ids[index] ?? "");
+    const regions: RegionQuota[] = ids.map((region) => {
+      const p = resolve(region);
+      return { region, baseShare: p.baseShare, floorShare: p.floorShare };
+    });
+    const value = {
+      view: { policy, limit: keyLimitOf(policy), regions },
+      completedProposal: d.value.docs[0]?.proposalId,
+    };
+    if (snapshotViews.size > 10_000) snapshotViews.clear();
+    snapshotViews.set(`${index}\n${raw}`, value);
+    return value;
+  };
+
   const nodes: Node[] = ids.map((id, i) => {
     // The extremes ±spread/2 are drawn often: the bound is tight there.
     const offsetUs = i < 2 && opts.clockSpreadUs > 0 ? (i === 0 ? -half : half) : workRng.int(-half, half);
@@ -179,6 +245,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       offsetUs,
       redis: new ModelRedis(id, timing, opts.bugs, EPOCH_US + offsetUs),
       view: viewOf(i, oldSpec),
+      limiterRead: undefined,
       daemon: undefined,
       life: 0,
       fifoUs: 0,
@@ -187,6 +254,13 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       stalledUntilUs: 0,
     };
   });
+  // A fresh cluster: the CLI orchestrator seeds every region's Redis (seedSnapshot).
+  for (const node of nodes) {
+    const raw = encodeSnapshot(snapshotOf(seedState(node.id, ids, seedPolicies), 1, 0));
+    node.redis.seedPolicy(raw);
+    node.limiterRead = { raw, sentUs: 0 };
+    node.view = viewOfSnapshot(node.index, raw).view;
+  }
   const anyClients = nodes.some((x) => x.clients.length > 0);
   if (anyClients && opts.algorithm !== "token_bucket") {
     throw new RangeError(`leased clients need the token bucket, not ${opts.algorithm}`);
@@ -200,6 +274,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   let change:
     | {
         readonly newSpec: PolicySpec;
+        readonly finalProposal: string;
         readonly oracleOld: WindowOracle;
         readonly oracleNew: WindowOracle;
         /** Admissions before this instant feed the old oracle. */
@@ -393,6 +468,28 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       clearTimeout: (handle) => clock.cancel(handle as number),
     };
     const dRng = daemonRng.fork();
+    const rollout = new RolloutStep(
+      {
+        region: node.id,
+        regions: ids,
+        limiterStaleMs: LIMITER_STALE_US / 1000,
+        waitUs: opts.bugs.growBeforeAllAcks === true ? 0 : opts.policyRule.growAfterUs,
+        seedPolicies: () => seedPolicies,
+        parse: parsePolicy,
+        now: () => clock.nowUs() / 1000,
+      },
+      createModelRolloutPort({
+        region: node.id,
+        redis: () => node.redis,
+        exec: execFor(node, life),
+        waitDurable: waitFor(node, life),
+      }),
+    );
+    const effective = rolloutPolicyResolver(rollout, {
+      region: node.id,
+      regions: ids,
+      floorPpm: opts.floorPpm,
+    });
     const daemon = new GossipDaemon(
       {
         region: node.id,
@@ -422,17 +519,19 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
             if (tenant !== MODEL_TENANT || resource !== MODEL_RESOURCE) {
               throw new Error(`no policy for ${tenant}|${resource}`);
             }
+            const mine = effective.resolve(tenant, resource);
             if (opts.bugs.relendBorrowed === true) {
               // Bug (b): lend from the current share (borrowed units too), floor 0.
-              const share = node.redis.shareAt(node.view.limit, localNow(node));
-              const regions = node.view.regions.map((q) =>
+              const share = node.redis.shareAt(keyLimitOf(mine.policy), localNow(node));
+              const regions = mine.regions.map((q) =>
                 q.region === node.id ? { ...q, baseShare: share + q.baseShare, floorShare: 0 } : q,
               );
-              return { policy: node.view.policy, regions };
+              return { policy: mine.policy, regions };
             }
-            return { policy: node.view.policy, regions: node.view.regions };
+            return mine;
           },
         },
+        rollout,
         random: () => dRng.float(),
         now: () => clock.nowUs() / 1000,
         wallNowMs: () => Math.floor(localNow(node) / 1000),
@@ -494,6 +593,31 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     return true;
   };
 
+  // ---- the limiters' policy (limiter policy-source: GET gq:policy every limiterStaleMs / 4;
+  // a snapshot is used until its read was sent + limiterStaleMs, then checks fail closed)
+  const limiterKnows = (node: Node): boolean =>
+    node.limiterRead !== undefined && clock.nowUs() < node.limiterRead.sentUs + LIMITER_STALE_US;
+  for (const node of nodes) {
+    const poll = (): void => {
+      const sentUs = clock.nowUs();
+      clock.schedule(redisRng.int(100, 1_500), () => {
+        const raw = node.redis.policy;
+        clock.schedule(redisRng.int(100, 1_500), () => {
+          if (raw !== null) {
+            node.limiterRead = { raw, sentUs };
+            const view = viewOfSnapshot(node.index, raw).view;
+            if (view.limit !== node.view.limit) {
+              node.view = view;
+              scheduleBreakpoints(node);
+            }
+          }
+        });
+      });
+      clock.schedule(LIMITER_STALE_US / 4, poll);
+    };
+    clock.schedule(workRng.int(1, LIMITER_STALE_US / 4), poll);
+  }
+
   // ---- in-process leased clients (limiter LeasedClient semantics, model scripts)
   const releaseOf = (c: Client): { leaseId: string; used: number } | undefined => {
     const l = c.lease;
@@ -508,7 +632,13 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     const id = `${c.name}.${++c.seq}`;
     const tokens = workRng.int(1, opts.clients.batchMax);
     const durationUs = workRng.int(opts.clients.leaseMinUs, opts.clients.leaseMaxUs);
+    const known = limiterKnows(node); // the limiter resolves the policy before it calls Redis
     clock.schedule(redisRng.int(100, 2_000), () => {
+      if (!known) {
+        // GQ_ERR_POLICY_UNKNOWN: no lease (the release is not sent either).
+        c.acquiring = false;
+        return;
+      }
       const redisNowUs = localNow(node);
       const r = node.redis.acquireLease(node.view.limit, release, id, tokens, durationUs, redisNowUs);
       const granted = r.granted > 0 && durable(node);
@@ -571,6 +701,8 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     let allowed: boolean;
     if (node.clients.length > 0 && workRng.chance(opts.clients.leasedFraction)) {
       allowed = serveLeased(node, workRng.pick(node.clients), cost);
+    } else if (!limiterKnows(node)) {
+      allowed = false; // policy unknown: fails closed
     } else {
       allowed = node.redis.check(node.view.limit, cost, localNow(node)) && durable(node);
       scheduleBreakpoints(node);
@@ -745,50 +877,63 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     });
   }
 
-  // ---- a policy change (DESIGN §3: shrink at once, grow after everyone shrank + growAfterUs)
-  if (opts.faults.policyChanges > 0) {
-    const at = faultRng.int(1_000_000, Math.max(1_500_000, Math.floor(opts.durationUs / 2)));
+  // ---- policy changes (issue 15): each a proposal pushed into a random region's Redis at a
+  // random time; the daemons roll it out (shrink at once, grow after every ack + D + 2ε).
+  const specs: PolicySpec[] = [oldSpec];
+  for (let k = 0; k < opts.faults.policyChanges; k++) {
     const newRate = policyRng.pick([
       opts.refillPerSecond,
       Math.max(2, Math.floor(opts.refillPerSecond / 2)),
       opts.refillPerSecond * 2,
     ]);
-    const newSpec: PolicySpec = {
+    specs.push({
       capacity: policyRng.int(Math.max(2, Math.floor(newRate / 10)), newRate),
       refillPerSecond: newRate,
       bases: basesFor(n, policyRng, opts.floorPpm),
-    };
-    const minSpec: PolicySpec = {
-      capacity: Math.min(oldSpec.capacity, newSpec.capacity),
-      refillPerSecond: Math.min(oldSpec.refillPerSecond, newSpec.refillPerSecond),
-      bases: oldSpec.bases.map((b, i) => Math.min(b, newSpec.bases[i] ?? 0)),
-    };
-    const learnUs = nodes.map(() => at + policyRng.int(0, 1_500_000));
-    const allShrunkUs = Math.max(...learnUs);
-    const growAt = nodes.map(() => allShrunkUs + opts.policyRule.growAfterUs + policyRng.int(0, 300_000));
-    const lastGrowUs = Math.max(...growAt);
-    boundCapacity = Math.max(oldSpec.capacity, newSpec.capacity);
-    boundRate = Math.max(oldSpec.refillPerSecond, newSpec.refillPerSecond);
-    oracle = new WindowOracle(boundCapacity, boundRate);
-    change = {
-      newSpec,
-      oracleOld: new WindowOracle(oldSpec.capacity, oldSpec.refillPerSecond),
-      oracleNew: new WindowOracle(newSpec.capacity, newSpec.refillPerSecond),
-      firstShrinkUs: Math.min(...learnUs),
-      // Every region applied it, and every lease granted before has expired.
-      newFromUs: lastGrowUs + opts.loanDurationUs + opts.epsilonUs,
-    };
-    nodes.forEach((node, i) => {
-      clock.at(learnUs[i] ?? at, () => {
-        node.view = viewOf(i, minSpec);
-        scheduleBreakpoints(node);
-      });
-      clock.at(growAt[i] ?? at, () => {
-        node.view = viewOf(i, newSpec);
-        scheduleBreakpoints(node);
-      });
     });
   }
+  if (specs.length > 1) {
+    const newSpec = specs[specs.length - 1] as PolicySpec;
+    boundCapacity = Math.max(...specs.map((x) => x.capacity));
+    boundRate = Math.max(...specs.map((x) => x.refillPerSecond));
+    oracle = new WindowOracle(boundCapacity, boundRate);
+    let at = faultRng.int(1_000_000, Math.max(1_500_000, Math.floor(opts.durationUs / 2)));
+    const first = at;
+    specs.slice(1).forEach((spec, k) => {
+      const node = policyRng.pick(nodes);
+      const proposal = {
+        proposalId: `sim-${k + 1}`,
+        policies: policiesFileOf(spec, ids, opts.algorithm, opts.floorPpm),
+        at: Math.floor(at / 1000),
+      };
+      // The admin API: RPUSH gq:policy:proposals (lost if that Redis is wiped before the
+      // daemon pops it). Only while demand runs: after the heal every region must know it.
+      if (at <= opts.durationUs) clock.at(at, () => node.redis.proposals.push(JSON.stringify(proposal)));
+      // The next one while this one may still be rolling out (or right after it completed).
+      at += policyRng.int(200_000, 6_000_000);
+    });
+    change = {
+      newSpec,
+      finalProposal: `sim-${specs.length - 1}`,
+      oracleOld: new WindowOracle(oldSpec.capacity, oldSpec.refillPerSecond),
+      oracleNew: new WindowOracle(newSpec.capacity, newSpec.refillPerSecond),
+      // Before the first proposal exists nobody can enforce anything but the seed.
+      firstShrinkUs: first,
+      // Set once every region completed the last version (observed from their snapshots).
+      newFromUs: Number.POSITIVE_INFINITY,
+    };
+  }
+  /** Every region's snapshot has the last proposal completed: from then + D + ε (leases, loans), the new bound. */
+  const observeCompletion = (): void => {
+    if (change === undefined || change.newFromUs !== Number.POSITIVE_INFINITY) return;
+    for (const node of nodes) {
+      const raw = node.redis.policy;
+      if (raw === null || viewOfSnapshot(node.index, raw).completedProposal !== change.finalProposal) return;
+    }
+    change.newFromUs = clock.nowUs() + opts.loanDurationUs + opts.epsilonUs;
+    completedAllUs = clock.nowUs();
+  };
+  let completedAllUs: number | undefined;
 
   clock.at(opts.durationUs, () => {
     demandOn = false;
@@ -814,6 +959,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       if (asyncError !== undefined) fail(asyncError);
       checkShares();
       if (anyClients) checkLeases();
+      observeCompletion();
       if (reweightUs === undefined && opts.demand.kind === "hot" && opts.demand.shiftAtUs !== undefined) {
         const shiftAt = opts.demand.shiftAtUs;
         const node = nodes[1];
@@ -830,7 +976,20 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     if (first !== undefined) {
       for (const node of nodes.slice(1)) {
         if (!sameCounters(first.redis.key.counters, node.redis.key.counters)) {
-          fail(`counters of ${first.id} and ${node.id} did not converge after heal`);
+          const policy = nodes.map((x) => `${x.id}=${x.daemon?.status().policy?.phase ?? "down"}`).join(" ");
+          fail(`counters of ${first.id} and ${node.id} did not converge after heal (policy: ${policy})`);
+        }
+      }
+      // Every region knows the same newest policy version after the heal.
+      const targetOf = (x: Node): string => {
+        const d = x.redis.policy === null ? undefined : decodeSnapshot(x.redis.policy);
+        return d?.ok === true ? idKey(d.value.target) : "no snapshot";
+      };
+      for (const node of nodes.slice(1)) {
+        if (targetOf(node) !== targetOf(first)) {
+          fail(
+            `policy targets of ${first.id} (${targetOf(first)}) and ${node.id} (${targetOf(node)}) differ after heal`,
+          );
         }
       }
     }
@@ -857,6 +1016,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     lostWrites: stats.lostWrites,
     waitFailures: stats.waitFailures,
     undurableAdmissions: stats.undurable,
+    policyCompletedUs: completedAllUs,
     events: clock.executed,
   };
 }

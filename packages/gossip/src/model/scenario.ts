@@ -90,7 +90,12 @@ export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, 
     },
     policyRule: { growAfterUs: loanDurationUs + 2 * epsilonUs },
   };
-  const faults: ModelOptions["faults"] = base.faults;
+  // A third of the seeds with a policy change propose a second one (own stream:
+  // the draws above and below stay what they were).
+  const faults: ModelOptions["faults"] =
+    base.faults.policyChanges === 1 && new Rng(seed ^ 0x2c4a).chance(1 / 3)
+      ? { ...base.faults, policyChanges: 2 }
+      : base.faults;
   let clients = base.clients;
   let reweighting = true;
   // A quarter of the seeds run leased clients on static slices (at least one

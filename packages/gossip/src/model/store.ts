@@ -9,6 +9,8 @@ import { KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import { type KeyLimit, loanOutstanding, loanUsable, type ReceivedLoan } from "@geoquota/lease";
 import type { KeyPolicy } from "@geoquota/limiter";
 import { keyLimit } from "@geoquota/redis";
+import { decodeProposal } from "@geoquota/rollout";
+import type { RolloutPort } from "../daemon/rollout-step.js";
 import type { DaemonStore, KeyState } from "../daemon/store-port.js";
 import type { InboundLoan } from "../policy/index.js";
 import type { ModelRedis } from "./region.js";
@@ -161,5 +163,18 @@ export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
     },
 
     async close() {},
+  };
+}
+
+/** The rollout's Redis port over the model (rollout store.ts: GET/SET gq:policy + WAIT, LPOP proposals, TIME). */
+export function createModelRolloutPort(env: ModelStoreEnv): RolloutPort {
+  return {
+    readSnapshotRaw: () => env.exec(() => env.redis().policy),
+    async writeSnapshot(raw) {
+      await env.exec(() => env.redis().writePolicy(raw));
+      return env.waitDurable();
+    },
+    popProposals: (max) => env.exec(() => env.redis().proposals.splice(0, max).map(decodeProposal)),
+    timeUs: () => env.exec((now) => now),
   };
 }

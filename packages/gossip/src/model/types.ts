@@ -14,6 +14,11 @@ export interface PlantedBugs {
   readonly leaseFromReceipt?: boolean;
   /** (f) DESIGN §4: checks and lease grants are answered before the replica has them (no WAIT). */
   readonly undurableAdmissions?: boolean;
+  /**
+   * (g) issue 15: a policy version grows (completes) as soon as every region
+   * acked it, without the D + 2ε wait (the daemons' rollout waitUs = 0).
+   */
+  readonly growBeforeAllAcks?: boolean;
 }
 
 export interface FaultOptions {
@@ -39,7 +44,11 @@ export interface FaultOptions {
   readonly waitFailRate: number;
   /** The daemon of a region that fails over is down from before the failover for up to this long (0: stays up). */
   readonly daemonDownAtFailoverUs: number;
-  /** Policy changes (C, r and every region's weight) during the run: 0 or 1. */
+  /**
+   * Policy changes (C, r and every region's weight) during the run: 0, 1 or 2,
+   * each a proposal pushed into a random region's Redis at a random time and
+   * rolled out by the daemons (issue 15).
+   */
   readonly policyChanges: number;
   /** Scripted state losses of region index `region` at `atUs` (targeted tests). */
   readonly wipes?: readonly { readonly atUs: number; readonly region: number }[];
@@ -148,5 +157,7 @@ export interface ModelResult {
   readonly waitFailures: number;
   /** Admissions and lease grants refused because their WAIT failed (durable admissions). */
   readonly undurableAdmissions: number;
+  /** When every region's snapshot first had the last proposed policy version completed (undefined: never). */
+  readonly policyCompletedUs: number | undefined;
   readonly events: number;
 }
