@@ -285,6 +285,53 @@ describe("policy unknown", () => {
   });
 });
 
+describe("policy versions (a rollout in progress)", () => {
+  it("the limiter enforces the meet of the versions it holds: lists, shadow and limits", async () => {
+    const version = (capacity: number, extra: Record<string, unknown>) =>
+      parsePolicies(
+        {
+          default: { capacity, refillPerSecond: SLOW },
+          policies: [{ tenant: "*", resource: "sh", capacity, refillPerSecond: SLOW, shadow: true }],
+          ...extra,
+        },
+        "v.json",
+        [REGION],
+      );
+    const v1 = version(2, {
+      deny: [{ tenant: "old_bad" }],
+      allow: [{ tenant: "both" }, { tenant: "leaving" }],
+    });
+    const v2 = version(100, { allow: [{ tenant: "both" }, { tenant: "old_bad" }] });
+    const { app, calls } = await regionApp([v1, v2]);
+    expect(app.limiter.policyVersions).toHaveLength(2);
+    const n = calls.length;
+    expect((await check(app, { tenant: "old_bad", resource: "x" })).statusCode).toBe(403);
+    expect((await check(app, { tenant: "both", resource: "x" })).json().reason).toBe("allow_list");
+    expect(calls.slice(n)).toEqual([]);
+    // Allowed in one version only: limited, by the other version's policy (capacity 100).
+    const leaving = await check(app, { tenant: "leaving", resource: "x" });
+    expect(leaving.json().reason).toBeUndefined();
+    expect(leaving.json().global.limit).toBe(100);
+    // Limited in both: the smaller capacity applies.
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push((await check(app, { tenant: "m", resource: "x" })).statusCode);
+    expect(statuses).toEqual([200, 200, 429]);
+    // Shadow in both versions: shadow.
+    for (let i = 0; i < 3; i++) await check(app, { tenant: "m", resource: "sh" });
+    expect((await check(app, { tenant: "m", resource: "sh" })).json()).toMatchObject({
+      allowed: true,
+      wouldDeny: true,
+    });
+    // Completed: only the new version.
+    app.limiter.setPolicies(v2);
+    expect((await check(app, { tenant: "old_bad", resource: "x" })).json().reason).toBe("allow_list");
+    // The key's tokens do not jump with its capacity (they refill at the new rate).
+    const grown = await check(app, { tenant: "m", resource: "x" });
+    expect(grown.statusCode).toBe(429);
+    expect(grown.json().global.limit).toBe(100);
+  });
+});
+
 describe("lists with Redis stopped", () => {
   it("allow and deny lists still answer, not degraded; a limited key degrades", async () => {
     const { app } = await regionApp();
