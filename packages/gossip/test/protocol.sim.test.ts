@@ -73,6 +73,22 @@ describe("replicated policy versions (issue 15): the daemons roll out proposals 
       expect(r.policyCompletedUs, `seed ${seed}: the last version never completed everywhere`).toBeDefined();
     });
   }, 300_000);
+
+  it("a change made while a region is cut off (isolated 0.5–10 s, the proposal inside): nobody grows before every region acknowledged", async () => {
+    await runSeedsAsync("one change, a region isolated", { count: 20 }, async (seed) => {
+      const base = scenarioFor(seed, { durationUs: 12_000_000, quiesceUs: 8_000_000 });
+      const r = await runModel({
+        ...base,
+        faults: {
+          ...QUIET,
+          policyChanges: 1,
+          isolations: [{ isolate: 1, atUs: 500_000, untilUs: 10_000_000 }],
+        },
+      });
+      mustPass(r);
+      expect(r.policyCompletedUs, `seed ${seed}: the version never completed everywhere`).toBeDefined();
+    });
+  }, 600_000);
 });
 
 describe("replay", () => {
