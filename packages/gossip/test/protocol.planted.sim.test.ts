@@ -174,7 +174,7 @@ describe("admissions answered before the replica has them (DESIGN §4 durable ad
   it("a failover ending a replica stall loses the stall's check admissions; until the replid poll notices, they are admitted again", async () => {
     // The harsh set of protocol.faults.sim with failovers allowed inside stalls.
     const f = await firstFailing(
-      60,
+      400,
       (seed) => {
         // Without leased clients (the other search has them): G1 from check admissions alone.
         const base = undurable(seed);
@@ -182,7 +182,7 @@ describe("admissions answered before the replica has them (DESIGN §4 durable ad
       },
       1_000_001,
     );
-    expect(f, "no harsh seed in 1000001..1000060 caught the lost stall").toBeDefined();
+    expect(f, "no harsh seed in 1000001..1000400 caught the lost stall").toBeDefined();
     expect(f).toMatch(/G1 violated/);
   }, 240_000);
 });
