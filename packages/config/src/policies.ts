@@ -478,7 +478,18 @@ export function resolvePolicy(
   resource: string,
   options: { floorPpm?: number } = {},
 ): KeyPolicy {
-  const spec = lookupPolicy(policies, tenant, resource);
+  return keyPolicyOf(lookupPolicy(policies, tenant, resource), regions, regionId, tenant, resource, options);
+}
+
+/** A key's policy in `regionId` from the spec that applies to it (resolvePolicy after the lookup). */
+function keyPolicyOf(
+  spec: PolicySpec,
+  regions: readonly (string | { readonly id: string })[],
+  regionId: string,
+  tenant: string,
+  resource: string,
+  options: { floorPpm?: number },
+): KeyPolicy {
   const ids = regions.map((r) => (typeof r === "string" ? r : r.id));
   const baseShare = sharesFor(spec, ids)[regionId];
   if (baseShare === undefined) throw new RangeError(`region ${regionId} is not configured`);
@@ -563,6 +574,14 @@ export function resolveKey(
   options: { floorPpm?: number } = {},
 ): ResolvedKey {
   if (sets.length === 0) throw new RangeError("resolveKey: no policy set");
+  if (sets.length === 1) {
+    // No rollout in progress (every check outside one): one lookup, no meet, no arrays.
+    const set = sets[0] as PolicySet;
+    const access = accessOf(set, tenant, resource);
+    const spec = lookupPolicy(set, tenant, resource);
+    const policy = keyPolicyOf(spec, regions, regionId, tenant, resource, options);
+    return { policy, shadow: access === "limit" && spec.shadow === true, access };
+  }
   const access = sets.map((set) => accessOf(set, tenant, resource));
   if (access.includes("deny") || access.every((a) => a === "allow")) {
     return {
