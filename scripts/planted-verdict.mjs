@@ -44,7 +44,9 @@ export function crashOf(message) {
 /**
  * The failures of one vitest JSON report (`--reporter=json`), each with the
  * crash it is, if any. A file that failed with no test in it failed to
- * collect (an import, syntax or transform error): a crash whatever its text.
+ * collect (an import, syntax or transform error): a crash whatever its text;
+ * one that failed with no failed test failed in a hook: a crash unless the
+ * hook's own assertion failed.
  * @param {{testResults: {name?: string, status: string, message?: string,
  *   assertionResults: {status: string, fullName: string, failureMessages?: string[]}[]}[]}} report
  * @param {string} file the test file, for the messages
@@ -60,9 +62,16 @@ export function failuresOf(report, file) {
     }
     if (f.status === "failed" && f.assertionResults.every((a) => a.status !== "failed")) {
       const message = String(f.message ?? "");
+      // Failed outside every test: no test collected (an import, syntax or transform
+      // error), or a hook that threw. Only a hook's own assertion counts; a hook that
+      // timed out (a slow start) or threw anything else says nothing about the rule.
       const crash =
         crashOf(message) ??
-        (f.assertionResults.length === 0 ? `collection error: ${message.split("\n")[0]}` : undefined);
+        (f.assertionResults.length === 0
+          ? `collection error: ${message.split("\n")[0]}`
+          : /AssertionError/.test(message)
+            ? undefined
+            : `failed outside any test (a hook): ${message.split("\n")[0] || "(no message)"}`);
       out.push({ test: `${file}: ${message.split("\n")[0]}`, crash });
     }
   }

@@ -90,7 +90,7 @@ describe("planted runner: caught vs invalid", () => {
     expect(crashOf("SyntaxError: Unexpected token ')'")).toMatch(/^JavaScript error/);
   });
 
-  it("a file that failed with no test in it is a collection error; a failed hook is read by its text", () => {
+  it("a file that failed with no test in it is a collection error; a failed hook counts only by its assertion", () => {
     const collected = failuresOf(
       { testResults: [{ status: "failed", message: "Error: boom while importing", assertionResults: [] }] },
       "test/x.test.ts",
@@ -110,6 +110,16 @@ describe("planted runner: caught vs invalid", () => {
       "test/x.test.ts",
     );
     expect(hook[0]?.crash).toBeUndefined();
+    // A hook that timed out (or threw without an assertion) fails the file with every test skipped.
+    const timedOut = failuresOf(
+      {
+        testResults: [
+          { status: "failed", message: "", assertionResults: [{ status: "skipped", fullName: "t" }] },
+        ],
+      },
+      "test/x.test.ts",
+    );
+    expect(timedOut[0]?.crash).toMatch(/^failed outside any test \(a hook\): \(no message\)/);
   });
 
   it("one crash among the failures makes the row invalid; assertions alone make it caught", () => {
