@@ -1,7 +1,7 @@
 // The region's HTTP service (DESIGN §8). Built by buildApp(deps) and tested
 // with app.inject(); only main.ts listens.
 import { createHash, timingSafeEqual } from "node:crypto";
-import type { PolicySet, RegionConfig } from "@geoquota/config";
+import { type PolicySet, quotaKey, type RegionConfig } from "@geoquota/config";
 import Fastify, {
   LogController,
   type FastifyError,
@@ -158,6 +158,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const metrics = createMetrics(registry, {
     resourceLabel: (r) =>
       limiterRef !== undefined && configuredResources(limiterRef.policies).has(r) ? r : OTHER_RESOURCE,
+    // A removed policy's series go at the next scrape (the labels stay bounded by the config).
+    isLive: (keyClass, resource) => {
+      if (limiterRef === undefined) return true;
+      const p = limiterRef.policies;
+      if (resource === OTHER_RESOURCE) return keyClass === "default";
+      if (!configuredResources(p).has(resource)) return false;
+      return keyClass === "default" || p.entries.has(quotaKey(keyClass, resource));
+    },
   });
   metrics.breakerState.set(0);
   const limiter = new Limiter({

@@ -365,6 +365,12 @@ export class Limiter {
     const m = this.metrics;
     if (m === undefined) return;
     m.decisions.inc({ result: allowed ? "allowed" : "denied", source: r.source });
+    const { tenant, resource } = r.policy;
+    m.keyDecisions.inc({
+      key_class: this.keyClass(tenant, resource),
+      resource,
+      result: allowed ? "allowed" : "denied",
+    });
     if (r.wouldDeny !== undefined) {
       m.shadowDecisions.inc({ result: r.wouldDeny ? "would_deny" : "allowed", source: r.source });
     }
