@@ -116,7 +116,9 @@ const CHECK_DOC: RouteDoc = {
     "Single form `{tenant, resource, cost?}`, or compound `{limits: [...]}`. Denied: 429, or 200 with " +
     "`allowed: false` when the region config says `deniedStatus: 200`. A deny-listed key: 403 " +
     "(`reason: deny_list`, no RateLimit headers). An allow-listed key: 200 (`reason: allow_list`) " +
-    "without touching the store. Shadow policies: 200, `wouldDeny` tells the policy's own verdict.",
+    "without touching the store. Shadow policies: 200, `wouldDeny` tells the policy's own verdict. " +
+    "With `Accept: application/problem+json`, a 429 is the ratelimit draft's quota-exceeded problem " +
+    "(RFC 9457) and errors are about:blank problems.",
   tags: ["limits"],
   responses: {
     200: {
@@ -126,6 +128,7 @@ const CHECK_DOC: RouteDoc = {
     },
     400: badRequest,
     403: { description: "the key is on the deny list (`reason: deny_list`)", schema: CheckResponseSchema },
+    415: { description: "the body is not application/json", schema: ErrorSchema },
     429: {
       description: "denied",
       schema: CheckResponseSchema,

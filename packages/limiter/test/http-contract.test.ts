@@ -228,7 +228,7 @@ describe("GET /openapi.json", () => {
     const body = JSON.stringify(op.requestBody);
     expect(body).toContain("#/components/schemas/SingleCheck");
     expect(body).toContain("#/components/schemas/CompoundCheck");
-    expect(Object.keys(op.responses as object).sort()).toEqual(["200", "400", "403", "429"]);
+    expect(Object.keys(op.responses as object).sort()).toEqual(["200", "400", "403", "415", "429"]);
     const single = doc.components.schemas.SingleCheck as { required: string[]; properties: object };
     expect(single.required.sort()).toEqual(["resource", "tenant"]);
     expect(Object.keys(single.properties).sort()).toEqual(["cost", "resource", "tenant"]);
