@@ -20,6 +20,20 @@ function cliVersion(): string {
   return typeof pkg.version === "string" ? pkg.version : "unknown";
 }
 
+/**
+ * A command that needs one of the CLI's development dependencies (the bench):
+ * from an installed package, a clear error instead of a module-not-found trace.
+ */
+async function devOnly(pkg: string, command: string): Promise<void> {
+  try {
+    import.meta.resolve(pkg);
+  } catch {
+    throw new UsageError(
+      `geoquota ${command} runs from a checkout of the repository: it needs ${pkg}, a development dependency of @geoquota/cli that an installed package does not have`,
+    );
+  }
+}
+
 /** Builds the CLI. Commander's own usage errors exit 2, like ours. */
 export function buildProgram(): Command {
   const program = new Command("geoquota")
@@ -115,7 +129,7 @@ export function buildProgram(): Command {
     .description("benchmarks side by side (ratios measured in one run)")
     .option("--smoke", "a few seconds per figure; for CI", false)
     .option("--out <file>", "JSON results path", "reports/bench.json")
-    .action(action(() => import("./commands/bench.js")));
+    .action(action(() => devOnly("@geoquota/bench", "bench").then(() => import("./commands/bench.js"))));
 
   const policy = program
     .command("policy")
