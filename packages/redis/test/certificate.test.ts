@@ -22,10 +22,14 @@ class ScriptedConnection extends EventEmitter {
   readonly sent: Sent[] = [];
   pipeline() {
     const commands: unknown[][] = [];
+    const add = (command: unknown[]) => {
+      commands.push(command);
+      return p;
+    };
     const p = {
-      set: (...a: unknown[]) => (commands.push(["set", ...a]), p),
-      wait: (...a: unknown[]) => (commands.push(["wait", ...a]), p),
-      role: () => (commands.push(["role"]), p),
+      set: (...a: unknown[]) => add(["set", ...a]),
+      wait: (...a: unknown[]) => add(["wait", ...a]),
+      role: () => add(["role"]),
       exec: () =>
         new Promise<Reply[]>((resolve, reject) => {
           this.sent.push({
