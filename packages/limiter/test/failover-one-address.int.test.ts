@@ -14,6 +14,7 @@
 // failover that builds a new store on the replica's port.
 import {
   connectRedis,
+  createCertifier,
   createGossipStore,
   createRedisStore,
   initFreshRegion,
@@ -28,6 +29,7 @@ import {
   type ToxiproxyServer,
   waitFor,
 } from "@geoquota/testkit";
+import { type CertifiedWrite, SNAPSHOT_KEY, writeSnapshot } from "@geoquota/rollout";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { KeyPolicy } from "../src/types.js";
@@ -62,7 +64,7 @@ interface Region {
   readonly url: string;
   /** P isolated: R1 promoted, R2 replicating from R1 (and acknowledging it). */
   isolatePrimary(): Promise<void>;
-  /** P stopped, the proxy's upstream switched to R1 (existing connections are cut). */
+  /** The proxy's upstream switched to R1 (existing connections are cut), then P stopped. */
   failOver(): Promise<void>;
 }
 
@@ -98,8 +100,9 @@ async function regionBehindProxy(): Promise<Region> {
       await acknowledged(r1, 1);
     },
     async failOver() {
-      await p.kill();
+      // The address moves first (its existing connections are cut, new ones reach R1), then P dies.
       await proxy.update({ enabled: true, listen, upstream: `${r1.host}:${r1.port}` });
+      await p.kill();
     },
   };
 }
@@ -285,5 +288,31 @@ describe("failover behind one address (DESIGN §4 durability certificates)", () 
     const again = await once(() => gossip.readKeyState(a));
     expect(again.granted).toHaveLength(0);
     expect(await gossip.waitDurable(a, again.ticket)).toBe(true);
+  });
+
+  it("policy snapshots: a snapshot answered durable is on the promoted replica", async () => {
+    const region = await regionBehindProxy();
+    const redis = connectRedis(region.url, { role: "daemon" });
+    clients.push(redis as Redis);
+    // As the daemon's main.ts wires it: the same certifier as loans.
+    const certifier = createCertifier(redis, { replicas: 1, timeoutMs: WAIT_MS });
+    const certified: CertifiedWrite = async (place, write) =>
+      (await certifier.run(place, write)).durability.durable;
+    await redis.get(SNAPSHOT_KEY);
+    await region.isolatePrimary();
+    const [written] = await settle([
+      (async () => {
+        const w = writeSnapshot(redis, '{"snapshot":1}', { replicas: 1, certified });
+        await sleep(FAILOVER_AFTER_MS);
+        await region.failOver();
+        return w;
+      })(),
+    ]);
+    const onPromoted = await region.r1.client().get(SNAPSHOT_KEY);
+    if (written === true)
+      expect(onPromoted, "snapshot certified but missing on the promoted replica").toBe('{"snapshot":1}');
+    // Not vacuous: a snapshot the promoted replica takes is certified there.
+    expect(await once(() => writeSnapshot(redis, '{"snapshot":2}', { replicas: 1, certified }))).toBe(true);
+    expect(await region.r1.client().get(SNAPSHOT_KEY)).toBe('{"snapshot":2}');
   });
 });
