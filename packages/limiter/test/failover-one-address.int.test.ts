@@ -85,7 +85,8 @@ async function regionBehindProxy(): Promise<Region> {
   const r1 = await startReplica(p);
   started.push(r1);
   // R2 joins the promoted replica at the isolation (P has exactly redis.replicas = 1).
-  const r2 = await startRedis();
+  // Loads its sync from the socket: a disk load would leave a dump.rdb in the cwd for later servers.
+  const r2 = await startRedis({ args: ["--repl-diskless-load", "on-empty-db"] });
   started.push(r2);
   proxies += 1;
   const { proxy, listen } = await toxiproxy.proxy(`region${proxies}`, `${p.host}:${p.port}`);
