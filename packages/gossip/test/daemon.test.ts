@@ -58,8 +58,11 @@ class FakeStore implements DaemonStore {
   /** What waitDurable answers (a replica paused: false). */
   durableNow = true;
   waits = 0;
-  async waitDurable() {
+  /** The `since` of each wait (the read's ticket, DESIGN §4 durability certificates). */
+  waitedSince: unknown[] = [];
+  async waitDurable(_p: KeyPolicy, since?: unknown) {
     this.waits += 1;
+    this.waitedSince.push(since);
     return this.durableNow;
   }
   async close() {}
@@ -309,6 +312,27 @@ describe("gossip daemon: durability before shipping (DESIGN §4)", () => {
     // Covered once: no more waits for the same seqs.
     await daemon.round();
     expect(store.waits).toBe(4);
+  });
+
+  it("the wait that certifies a read is bound to that read's ticket (no reconnect since the read)", async () => {
+    const { store, link, daemon } = setup();
+    const r = record("us-east.x", 3);
+    const loan: Loan = { lender: "us-east", borrower: "eu-west", units: 50_000, deadlineUs: 9e6, seq: 5 };
+    r.loans.set("us-east>eu-west", loan);
+    const readTicket = { read: "t1|r1", generation: 7 };
+    store.states.set("t1|r1", {
+      nowUs: 1e6,
+      recovering: false,
+      record: r,
+      reserved: {},
+      current: {},
+      inUse: [],
+      readTicket,
+    });
+    store.dirty.push("t1|r1");
+    await daemon.round();
+    expect(store.waitedSince).toEqual([readTicket]);
+    expect(shippedLoans(link, "eu-west")).toEqual([loan]);
   });
 
   it("a grant reported durable needs no second wait when read back", async () => {

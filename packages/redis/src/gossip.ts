@@ -19,7 +19,8 @@ import {
   shardOf,
 } from "./keys.js";
 import type { LoanRefusal } from "./replies.js";
-import { durabilityWaiter, ensureIncarnation, shardNode } from "./replication.js";
+import { type Certifier, createCertifier, type Ticket } from "./certificate.js";
+import { ensureIncarnation, shardNode } from "./replication.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
 import { inspectKey, type KeyStateView } from "./store.js";
 
@@ -28,7 +29,7 @@ export type GrantResult =
       readonly ok: true;
       readonly loan: LoanRecord;
       readonly nowUs: number;
-      /** False unless every configured replica acknowledged in time: do not ship the loan. */
+      /** False unless a durability certificate (certificate.ts) covers the grant: do not ship the loan. */
       readonly durable: boolean;
     }
   | {
@@ -71,22 +72,27 @@ export interface GossipStore {
     cursor: string,
     count: number,
   ): Promise<{ cursor: string; keys: { tenant: string; resource: string }[] }>;
-  /** Everything the region holds for one key (counters, loans, leases, share), read-only. */
-  readKeyState(policy: KeyPolicy): Promise<KeyStateView>;
   /**
-   * Waits until every configured replica holds every write the key's shard
-   * accepted before the call (replication.ts `durabilityWaiter`); true when
-   * they do (always, with `replicas: 0`). What a read returned before the call
-   * may be shipped once this is true.
+   * Everything the region holds for one key (counters, loans, leases, share),
+   * read-only; `ticket` names the connection and socket generation the read
+   * went out on (pass it to `waitDurable` to certify what the read returned).
    */
-  waitDurable(policy: KeyPolicy): Promise<boolean>;
+  readKeyState(policy: KeyPolicy): Promise<KeyStateView & { readonly ticket: Ticket }>;
+  /**
+   * True when a durability certificate (certificate.ts) covers every write
+   * the key's shard server had when `since` was taken (default: now) — so
+   * what a read issued after `since` returned may be shipped. False after a
+   * reconnect since `since` (the read may have come from another server).
+   * Always true with `replicas: 0`.
+   */
+  waitDurable(policy: KeyPolicy, since?: Ticket): Promise<boolean>;
 }
 
 export interface GossipStoreOptions {
   readonly redis: RedisClient;
   readonly region: string;
   readonly timing: Timing;
-  /** WAIT timeout for grant and return durability, ms. Default 100. */
+  /** WAIT timeout for grant and return durability, ms. Default 100 (it blocks the connection meanwhile). */
   readonly waitTimeoutMs?: number;
   /**
    * Replicas every grant and return must reach before it is `durable`
@@ -137,7 +143,7 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
   if (!Number.isInteger(replicas) || replicas < 0) {
     throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `replicas ${replicas}`);
   }
-  const waitDurable = durabilityWaiter(redis, { replicas, timeoutMs: options.waitTimeoutMs ?? 100 });
+  const certifier: Certifier = createCertifier(redis, { replicas, timeoutMs: options.waitTimeoutMs ?? 100 });
   let drainStart = 0;
 
   return {
@@ -161,6 +167,7 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `loan duration ${durationUs} µs`);
       }
       const a = args(policy);
+      const ticket = certifier.ticket(a.shard);
       const r = await scripts.call("loanGrant", a.keys, [
         region,
         ...a.policyArgv,
@@ -169,7 +176,7 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
         durationUs,
       ]);
       if (!r.ok) return r;
-      const { durable } = await waitDurable(a.shard);
+      const { durable } = await certifier.certify(ticket);
       const loan: LoanRecord = {
         lender: region,
         borrower,
@@ -198,8 +205,9 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
     async returnLoan(policy, lender) {
       assertName("lender", lender);
       const a = args(policy);
+      const ticket = certifier.ticket(a.shard);
       const { seq, nowUs } = await scripts.call("loanReturn", a.keys, [region, ...a.policyArgv, lender]);
-      const durable = seq > 0 ? (await waitDurable(a.shard)).durable : true;
+      const durable = seq > 0 ? (await certifier.certify(ticket)).durable : true;
       return { seq, nowUs, durable };
     },
 
@@ -249,12 +257,14 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
       return { cursor: next, keys };
     },
 
-    readKeyState(policy) {
-      return inspectKey(scripts, args(policy), region);
+    async readKeyState(policy) {
+      const a = args(policy);
+      const ticket = certifier.ticket(a.shard);
+      return { ...(await inspectKey(scripts, a, region)), ticket };
     },
 
-    async waitDurable(policy) {
-      return (await waitDurable(shardOf(policy.tenant))).durable;
+    async waitDurable(policy, since) {
+      return (await certifier.certify(since ?? certifier.ticket(shardOf(policy.tenant)))).durable;
     },
   };
 }

@@ -5,6 +5,15 @@
 // the limiter runs on (store.ts) and the daemon's loan and change-feed
 // functions (gossip.ts).
 export { type KeyArgs, keyArgsBuilder, keyLimit, ttlMs } from "./args.js";
+export {
+  type Certifier,
+  createCertifier,
+  type Durability,
+  type Place,
+  probeKey,
+  socketGeneration,
+  type Ticket,
+} from "./certificate.js";
 export { type RedisStoreErrorCode, RedisStoreError, RedisStoreErrors } from "./errors.js";
 export { createGossipStore, type GossipStore, type GossipStoreOptions, type GrantResult } from "./gossip.js";
 export { parseHeader, type ScriptHeader } from "./header.js";
@@ -13,7 +22,9 @@ export {
   dirtyKey,
   dirtyMember,
   drainGenKey,
+  hashTagOf,
   isCluster,
+  keySlot,
   keyNames,
   markerKey,
   refundedReceiptsKey,
@@ -29,13 +40,10 @@ export {
   checkPrimary,
   checkRedisSetup,
   createPrimaryWatcher,
-  type Durability,
-  durabilityWaiter,
   ensureIncarnation,
   initFreshRegion,
   type MarkerResult,
   type PrimaryWatcher,
-  probeKey,
   readShardMarkers,
   type ReplicationInfo,
   replicationInfo,

@@ -95,7 +95,28 @@ const CRC16_TABLE = (() => {
 
 /** Redis Cluster hash slot of a shard's keys (CRC16/XMODEM of `s<k>` mod 16384). */
 export function shardSlot(shard: number): number {
-  const tag = `s${shard}`;
+  return crc16Slot(`s${shard}`);
+}
+
+/**
+ * The hash tag of `key` as Redis Cluster reads it: the text between the first
+ * `{` and the next `}` when not empty, else the whole key.
+ */
+export function hashTagOf(key: string): string {
+  const open = key.indexOf("{");
+  if (open >= 0) {
+    const close = key.indexOf("}", open + 1);
+    if (close > open + 1) return key.slice(open + 1, close);
+  }
+  return key;
+}
+
+/** Redis Cluster hash slot of any key. */
+export function keySlot(key: string): number {
+  return crc16Slot(hashTagOf(key));
+}
+
+function crc16Slot(tag: string): number {
   let crc = 0;
   for (let i = 0; i < tag.length; i++) {
     crc = ((crc << 8) & 0xffff) ^ (CRC16_TABLE[((crc >> 8) ^ tag.charCodeAt(i)) & 0xff] as number);

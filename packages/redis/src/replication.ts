@@ -1,10 +1,11 @@
 // Failover safety (DESIGN §4). A replica promoted after a failover may lack
 // the primary's last writes (loans granted, returns recorded) although the
 // incarnation marker survived. Three defences:
-// - loan grants and returns leave the region only once every configured
-//   replica (`redis.replicas`) acknowledged them (`durabilityWaiter`: a probe
-//   write, then `WAIT <replicas> <timeout>` on the same connection); a region
-//   whose replicas are configured but disconnected is not durable;
+// - loan grants and returns leave the region only once a durability
+//   certificate covers them (certificate.ts: a probe write, then `WAIT` on the
+//   connection that carried the write, with no reconnect in between, acked by
+//   every configured and every connected replica); a region whose replicas
+//   are configured but disconnected is not durable;
 // - a change of the primary's replication id (`master_replid`) rotates the
 //   marker: the region enters recovery exactly as after a lost marker. Every
 //   process that writes bucket or loan state (limiter and daemon) polls it
@@ -27,15 +28,7 @@
 // with one script call per shard (never MULTI or a cross-slot pipeline).
 import type { Redis } from "ioredis";
 import { RedisStoreError } from "./errors.js";
-import {
-  ALL_SHARDS,
-  isCluster,
-  markerKey,
-  type RedisClient,
-  replidKey,
-  shardSlot,
-  shardTag,
-} from "./keys.js";
+import { ALL_SHARDS, isCluster, markerKey, type RedisClient, replidKey, shardSlot } from "./keys.js";
 import { bindScripts } from "./scripts.js";
 
 export interface ReplicationInfo {
@@ -260,92 +253,6 @@ export async function checkRedisSetup(redis: RedisClient, options: { replicas: n
       );
     }
   }
-}
-
-/** Written right before each WAIT so that the WAIT covers every earlier write, by any connection. */
-export function probeKey(shard: number): string {
-  return `gq:${shardTag(shard)}:w`;
-}
-
-export interface Durability {
-  /** All configured replicas acknowledged. */
-  readonly durable: boolean;
-  /** Replicas that acknowledged (WAIT's reply; 0 without replicas). */
-  readonly acked: number;
-}
-
-/**
- * Durability wait of the region's writes (DESIGN §4): resolves `durable: true`
- * only when all `replicas` replicas acknowledged every write the shard's
- * master had accepted before the call — whoever made it, on whichever
- * connection. Mechanism: a probe write (`SET gq:{s<k>}:w`) and `WAIT replicas
- * timeoutMs` pipelined on the node's connection. The probe's replication
- * offset is past every earlier write of the server, and WAIT waits for the
- * offset of its own connection's last write, so the probe makes WAIT cover
- * writes made on other connections (a grant read back from Redis, a previous
- * daemon) or before a reconnect. A reconnect between the probe and the WAIT
- * (ioredis re-sends unanswered commands on the new connection, whose WAIT
- * would cover nothing) counts as not durable. `replicas: 0` → durable at once
- * (the documented no-replica risk). Calls that arrive while a wait is in
- * flight on the node share the next one (started after they were called), so
- * a round with many grants costs a few WAITs, not one per grant.
- */
-export function durabilityWaiter(redis: RedisClient, options: { replicas: number; timeoutMs: number }) {
-  const { replicas, timeoutMs } = options;
-  const closes = new WeakMap<Redis, { n: number }>();
-  const generation = (node: Redis) => {
-    let c = closes.get(node);
-    if (!c) {
-      const counter = { n: 0 };
-      node.on("close", () => {
-        counter.n += 1;
-      });
-      closes.set(node, counter);
-      c = counter;
-    }
-    return c;
-  };
-  const probe = async (node: Redis, shard: number): Promise<Durability> => {
-    const gen = generation(node);
-    const before = gen.n;
-    const replies = await node.pipeline().set(probeKey(shard), "1").wait(replicas, timeoutMs).exec();
-    const waited = replies?.[1];
-    if (!replies || replies[0]?.[0] || !waited || waited[0]) return { durable: false, acked: 0 };
-    const acked = Number(waited[1]);
-    return { durable: acked >= replicas && gen.n === before, acked };
-  };
-  interface Queue {
-    inflight: Promise<Durability> | undefined;
-    next: Promise<Durability> | undefined;
-  }
-  const queues = new Map<Redis, Queue>();
-  const start = (q: Queue, node: Redis, shard: number) => {
-    const p: Promise<Durability> = probe(node, shard).finally(() => {
-      if (q.inflight === p) q.inflight = undefined;
-    });
-    q.inflight = p;
-    return p;
-  };
-  return (shard = 0): Promise<Durability> => {
-    if (replicas === 0) return Promise.resolve({ durable: true, acked: 0 });
-    const node = shardNode(redis, shard);
-    let q = queues.get(node);
-    if (!q) {
-      q = { inflight: undefined, next: undefined };
-      queues.set(node, q);
-    }
-    const queue = q;
-    if (!queue.inflight) return start(queue, node, shard);
-    if (!queue.next) {
-      const after = queue.inflight;
-      const noop = () => {};
-      queue.next = after.then(noop, noop).then(() => {
-        queue.next = undefined;
-        return start(queue, node, shard);
-      });
-    }
-    return queue.next;
-  };
 }
 
 /**

@@ -20,7 +20,7 @@ import { parseLoan } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
 import { assertName, isCluster, type RedisClient, refundedReceiptsKey } from "./keys.js";
 import type { DecisionReply, InspectReply } from "./replies.js";
-import { type Durability, durabilityWaiter } from "./replication.js";
+import { type Certifier, createCertifier, type Ticket } from "./certificate.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
 
 export interface RedisStoreOptions {
@@ -32,12 +32,24 @@ export interface RedisStoreOptions {
   readonly ownsConnection?: boolean;
   /**
    * Durable admissions (DESIGN §4, docs/internals.md "Durable admissions"):
-   * with `replicas` > 0, an admitting check and a lease grant are answered
-   * only once every replica acknowledged the write (a probe + `WAIT replicas
-   * timeoutMs` on a second connection, shared by the calls in flight), so a
-   * failover never forgets quota that was handed out. A wait that fails makes
-   * the call fail (the breaker counts it; the limiter takes its degraded
+   * with `replicas` > 0, an admitting check, compound check and lease grant
+   * are answered only once a durability certificate covers the write
+   * (certificate.ts: a probe + `WAIT` + `ROLE` on the SAME connection that
+   * carried the write, with no reconnect since the write was issued, acked by
+   * every configured and every connected replica; one WAIT per connection and
+   * event-loop turn covers every call that replied before it), so a failover
+   * — also one behind an unchanged address — never forgets quota that was
+   * handed out. A certificate that fails makes the call fail
+   * (`NotDurableError`: the breaker counts it; the limiter takes its degraded
    * path): the tokens stay consumed in Redis, which only under-admits.
+   * Any client options are safe: a write ioredis held in its offline queue
+   * goes out on the socket the WAIT then uses (certified on the server that
+   * took it); a write it resends after a reconnect
+   * (`autoResendUnfulfilledCommands`, `maxRetriesPerRequest`,
+   * `reconnectOnError` returning 2) may run on both servers but certifies
+   * nothing (NotDurableError: under-admits).
+   * While a WAIT runs it blocks the connection (up to `timeoutMs` when a
+   * replica is missing).
    * Absent or `replicas: 0`: answered at once (a failover may then forget up
    * to the replication lag plus `redis.primaryCheckMs` of admissions).
    */
@@ -51,7 +63,9 @@ export class NotDurableError extends Error {
     readonly acked: number,
     readonly replicas: number,
   ) {
-    super(`${op}: ${acked} of ${replicas} replicas acknowledged the write; not answered as admitted`);
+    super(
+      `${op}: ${acked} of ${replicas} replicas acknowledged the write on its connection without a reconnect; not answered as admitted`,
+    );
     this.name = "NotDurableError";
   }
 }
@@ -155,26 +169,17 @@ export function toDecision(policy: KeyPolicy, r: DecisionReply, nowUs: number, c
 }
 
 /**
- * Resolves once every replica acknowledged the writes so far (throws
- * NotDurableError otherwise), waiting on `waitConnection` (a Cluster client
- * knows its slots, hence shardNode, only once connected).
+ * The store's durability gate: `issue(shard)` right before sending a write,
+ * `settle(op, ticket)` once it replied and admitted (throws NotDurableError
+ * unless a certificate covers it).
  */
-function durableGate(
-  waitConnection: RedisClient,
-  replicas: number,
-  timeoutMs = 50,
-): (op: string, shard: number) => Promise<void> {
-  const waitDurable = durabilityWaiter(waitConnection, { replicas, timeoutMs });
-  let connected: Promise<unknown> | undefined;
-  return async (op, shard) => {
-    if (waitConnection.status !== "ready") {
-      connected ??= new Promise((resolve) => waitConnection.once("ready", resolve)).finally(() => {
-        connected = undefined;
-      });
-      await connected;
-    }
-    const d: Durability = await waitDurable(shard);
-    if (!d.durable) throw new NotDurableError(op, d.acked, replicas);
+function durableGate(certifier: Certifier) {
+  return {
+    issue: (shard: number): Ticket => certifier.ticket(shard),
+    async settle(op: string, ticket: Ticket): Promise<void> {
+      const d = await certifier.certify(ticket);
+      if (!d.durable) throw new NotDurableError(op, d.acked, certifier.replicas);
+    },
   };
 }
 
@@ -184,22 +189,22 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
   const scripts: ScriptCaller = bindScripts(redis);
   const args: (p: KeyPolicy) => KeyArgs = keyArgsBuilder(timing);
   const cluster = isCluster(redis);
-  // A connection of its own: WAIT blocks the connection it runs on, and the
-  // checks must not queue behind it. Its probe write makes the WAIT cover
-  // writes made on the main connection (replication.ts durabilityWaiter).
+  // The certificate is taken on the connection that carries the writes
+  // (certificate.ts): a WAIT on another connection may reach another server
+  // after a failover behind one address.
   const replicas = options.durability?.replicas ?? 0;
-  const waitConnection = replicas > 0 ? (redis as { duplicate(): RedisClient }).duplicate() : undefined;
   // Absent without replicas: the hot path then pays nothing for durability.
-  const mustBeDurable =
-    waitConnection === undefined
-      ? undefined
-      : durableGate(waitConnection, replicas, options.durability?.timeoutMs);
+  const gate =
+    replicas > 0
+      ? durableGate(createCertifier(redis, { replicas, timeoutMs: options.durability?.timeoutMs ?? 50 }))
+      : undefined;
 
   const checkOne = async (policy: KeyPolicy, cost: number): Promise<StoreDecision> => {
     assertCost(cost);
     const a = args(policy);
+    const ticket = gate?.issue(a.shard);
     const r = await scripts.call("check", a.keys, [region, ...a.policyArgv, String(cost)]);
-    if (mustBeDurable !== undefined && r.allowed) await mustBeDurable("check", a.shard);
+    if (ticket !== undefined && r.allowed) await gate?.settle("check", ticket);
     return toDecision(policy, r, r.nowUs, cost);
   };
 
@@ -237,9 +242,10 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `used ${rel.used}`);
       argv.push(rel.leaseId, String(rel.used));
     }
+    const ticket = gate?.issue(a.shard);
     const r = await scripts.call("leaseAcquire", a.keys, argv);
     // Granted tokens are spent without asking Redis again: durable first.
-    if (mustBeDurable !== undefined && r.granted > 0) await mustBeDurable("leaseAcquire", a.shard);
+    if (ticket !== undefined && r.granted > 0) await gate?.settle("leaseAcquire", ticket);
     if (r.returned.length !== releases.length) {
       throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `leaseAcquire: ${r.returned.length} returned values`);
     }
@@ -298,9 +304,10 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
         argv.push(...a.policyArgv, String(it.cost));
       }
       if (items.length === 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", "empty compound check");
+      const ticket = gate?.issue(firstShard);
       const r = await scripts.call("checkCompound", keys, argv);
       const { nowUs } = r;
-      if (mustBeDurable !== undefined && r.allowed) await mustBeDurable("checkCompound", firstShard);
+      if (ticket !== undefined && r.allowed) await gate?.settle("checkCompound", ticket);
       if (r.parts.length !== items.length) {
         throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `checkCompound: ${r.parts.length} decisions`);
       }
@@ -344,7 +351,6 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     },
 
     async close() {
-      waitConnection?.disconnect();
       if (options.ownsConnection) await redis.quit();
     },
   };

@@ -60,5 +60,6 @@ export {
   readSnapshot,
   readSnapshotRaw,
   SNAPSHOT_KEY,
+  type CertifiedWrite,
   writeSnapshot,
 } from "./store.js";

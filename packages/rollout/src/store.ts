@@ -23,28 +23,38 @@ export async function readSnapshot(redis: RedisLike): Promise<Decoded<Snapshot> 
 }
 
 /**
- * Writes the snapshot; with replicas, `WAIT replicas timeoutMs` on the same
- * connection right after (DESIGN §4: what limiters act on must survive a
- * failover). Resolves whether every replica acknowledged it.
+ * Runs `write` (one command on `redis`) and resolves whether a durability
+ * certificate covers it (DESIGN §4 "Durability certificates": a WAIT answered
+ * on the connection that carried the write, with no reconnect in between,
+ * acked by every configured and connected replica). The daemon passes
+ * @geoquota/redis's certifier; this package knows no connection generations.
+ */
+export type CertifiedWrite = (
+  place: { readonly key: string },
+  write: () => Promise<unknown>,
+) => Promise<boolean>;
+
+/**
+ * Writes the snapshot. With replicas it resolves true only when
+ * `options.certified` certifies the write (what limiters act on must survive
+ * a failover, also one behind an unchanged address); without a certifier
+ * nothing can prove it durable: false.
  */
 export async function writeSnapshot(
   redis: RedisLike,
   raw: string,
-  options: { replicas: number; waitTimeoutMs?: number },
+  options: { replicas: number; certified?: CertifiedWrite },
 ): Promise<boolean> {
+  const write = () => redis.set(SNAPSHOT_KEY, raw);
   if (options.replicas <= 0) {
-    await redis.set(SNAPSHOT_KEY, raw);
+    await write();
     return true;
   }
-  const replies = await redis
-    .pipeline()
-    .set(SNAPSHOT_KEY, raw)
-    .wait(options.replicas, options.waitTimeoutMs ?? 100)
-    .exec();
-  const set = replies?.[0];
-  const waited = replies?.[1];
-  if (!set || set[0] || !waited || waited[0]) return false;
-  return Number(waited[1]) >= options.replicas;
+  if (options.certified === undefined) {
+    await write();
+    return false;
+  }
+  return options.certified({ key: SNAPSHOT_KEY }, write);
 }
 
 export const ProposalSchema = z.strictObject({

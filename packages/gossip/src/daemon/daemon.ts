@@ -298,7 +298,7 @@ export class GossipDaemon {
       return;
     }
     this.mergeBackIfRecovering(key, state);
-    this.replica.applyLocal(key, { ok: true, value: await this.durablePart(key, p.policy, state.record) });
+    this.replica.applyLocal(key, { ok: true, value: await this.durablePart(key, p.policy, state) });
     const merged = this.replica.state.get(key) ?? state.record;
     // Only the rate algorithms follow demand (window algorithms keep static slices).
     const algorithm = p.policy.limit.algorithm;
@@ -330,15 +330,19 @@ export class GossipDaemon {
 
   /**
    * The part of a record read back from Redis that may leave the region: its
-   * loans and returns only once a durability wait started after the read
-   * succeeded (a grant whose own WAIT failed is still in Redis and would
-   * otherwise ship with the next round's read).
+   * loans and returns only once a durability certificate covers the read (a
+   * WAIT sent after the read replied, on the connection the read went out on,
+   * with no reconnect since it was issued: `state.readTicket`). A grant whose
+   * own WAIT failed is still in Redis and would otherwise ship with the next
+   * round's read; a read answered by a server reached after a reconnect may
+   * hold records the promoted one lacks.
    */
-  private async durablePart(key: string, policy: KeyPolicy, record: KeyRecord): Promise<KeyRecord> {
+  private async durablePart(key: string, policy: KeyPolicy, state: KeyState): Promise<KeyRecord> {
+    const record = state.record;
     if (!this.durable.pending(key, record)) return record;
     let ok = false;
     try {
-      ok = await this.deps.store.waitDurable(policy);
+      ok = await this.deps.store.waitDurable(policy, state.readTicket);
     } catch (err) {
       this.deps.onError?.(`wait ${key}`, err);
     }

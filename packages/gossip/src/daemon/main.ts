@@ -14,8 +14,14 @@ import {
   type RegionConfig,
   resolvePolicy,
 } from "@geoquota/config";
-import { checkRedisSetup, connectRedis, waitReady } from "@geoquota/redis";
-import { popProposals, pushProposal, readSnapshotRaw, writeSnapshot } from "@geoquota/rollout";
+import { checkRedisSetup, connectRedis, createCertifier, waitReady } from "@geoquota/redis";
+import {
+  type CertifiedWrite,
+  popProposals,
+  pushProposal,
+  readSnapshotRaw,
+  writeSnapshot,
+} from "@geoquota/rollout";
 import { collectProcessMetrics, logLevelOf, ThrottledEvents } from "@geoquota/limiter/internal";
 import pino from "pino";
 import { Gauge, Registry } from "prom-client";
@@ -142,6 +148,9 @@ export async function startGossip(
         : policies.entries.has(key),
   });
   const ids = config.regions.map((r) => r.id);
+  const snapshots = createCertifier(redis, { replicas: config.redis.replicas, timeoutMs: 100 });
+  const certified: CertifiedWrite = async (place, write) =>
+    (await snapshots.run(place, write)).durability.durable;
   const rollout = config.policy.replicated
     ? new RolloutStep(
         {
@@ -157,7 +166,8 @@ export async function startGossip(
         },
         {
           readSnapshotRaw: () => readSnapshotRaw(redis),
-          writeSnapshot: (raw) => writeSnapshot(redis, raw, { replicas: config.redis.replicas }),
+          // Certified like a loan (DESIGN §4): WAIT on the connection that wrote it, no reconnect between.
+          writeSnapshot: (raw) => writeSnapshot(redis, raw, { replicas: config.redis.replicas, certified }),
           popProposals: (max) => popProposals(redis, max),
           timeUs: async () => {
             const [s, us] = await redis.time();

@@ -8,7 +8,13 @@ import type { RegionConfig } from "@geoquota/config";
 import { encodeKey, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import type { KeyPolicy } from "@geoquota/limiter";
 import { loanOutstanding, loanUsable, SHARE_UNITS } from "@geoquota/lease";
-import { createGossipStore, createPrimaryWatcher, type LoanRecord, type RedisClient } from "@geoquota/redis";
+import {
+  createGossipStore,
+  createPrimaryWatcher,
+  type LoanRecord,
+  type RedisClient,
+  type Ticket,
+} from "@geoquota/redis";
 import type { InboundLoan } from "../policy/index.js";
 import type { DaemonStore, KeyState } from "./store-port.js";
 
@@ -111,7 +117,16 @@ export async function createRedisDaemonStore(
       for (const l of Object.values(v.leases)) if (now < l.expiryUs) leased += l.tokens;
       const capacity = policy.limit.capacity;
       const leasePinnedPpm = leased > 0 && capacity > 0 ? Math.ceil((SHARE_UNITS * leased) / capacity) : 0;
-      return { nowUs: now, recovering: v.recovering, record, reserved, current, inUse, leasePinnedPpm };
+      return {
+        nowUs: now,
+        recovering: v.recovering,
+        record,
+        reserved,
+        current,
+        inUse,
+        leasePinnedPpm,
+        readTicket: v.ticket,
+      };
     },
 
     async mergeRemote(policy, record) {
@@ -146,8 +161,9 @@ export async function createRedisDaemonStore(
       return { lender, borrower: region, seq: r.seq };
     },
 
-    waitDurable(policy) {
-      return store.waitDurable(policy);
+    waitDurable(policy, since) {
+      // Only this adapter's own tickets (readKey) are meaningful to its store.
+      return store.waitDurable(policy, since as Ticket | undefined);
     },
 
     async close() {

@@ -29,6 +29,13 @@ export interface KeyState {
   readonly inUse: readonly InboundLoan[];
   /** Share (ppm) backing the in-process leases outstanding now: the return planner keeps it. */
   readonly leasePinnedPpm?: number | undefined;
+  /**
+   * The store's opaque note of where and when the read went out (connection
+   * and socket generation): `waitDurable(policy, readTicket)` certifies the
+   * records of this read only if no reconnect happened since (DESIGN §4
+   * "Durability certificates"). Absent: the store has no such notion.
+   */
+  readonly readTicket?: unknown;
 }
 
 export interface DaemonStore {
@@ -51,10 +58,12 @@ export interface DaemonStore {
   /** Returns lender's loan `seq` early: stops using it, durably, before the lender is told (null: refused or not durable). */
   returnLoan(policy: KeyPolicy, lender: string, seq: number): Promise<ReturnedMark | null>;
   /**
-   * True once every write the store accepted for this key before the call is
-   * durable (on every configured replica: Redis WAIT). Loans and returns read
+   * True once every write the store accepted for this key before `since` (a
+   * `KeyState.readTicket`; default: the call) is durable: a certificate on the
+   * connection the read went out on, with no reconnect since (Redis WAIT
+   * acked by every configured and connected replica). Loans and returns read
    * back by `readKey` leave the region only after this succeeded (DESIGN §4).
    */
-  waitDurable(policy: KeyPolicy): Promise<boolean>;
+  waitDurable(policy: KeyPolicy, since?: unknown): Promise<boolean>;
   close(): Promise<void>;
 }
