@@ -8,7 +8,14 @@ import type { RegionConfig } from "@geoquota/config";
 import { encodeKey, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import type { KeyPolicy } from "@geoquota/limiter";
 import { loanOutstanding, loanUsable, SHARE_UNITS } from "@geoquota/lease";
-import { createGossipStore, createPrimaryWatcher, type LoanRecord, type RedisClient } from "@geoquota/redis";
+import {
+  createGossipStore,
+  createPrimaryWatcher,
+  type LoanRecord,
+  type RedisClient,
+  type SetupDriftChange,
+  type SetupSetting,
+} from "@geoquota/redis";
 import type { InboundLoan } from "../policy/index.js";
 import type { DaemonStore, KeyState } from "./store-port.js";
 
@@ -25,13 +32,15 @@ export interface RedisDaemonStoreOptions {
   waitTimeoutMs?: number;
   /** A periodic primary check failed (Redis unreachable): reported, retried next period. */
   onError?: (where: string, err: unknown) => void;
+  /** A checked Redis setting became unsafe, or safe again (DESIGN §4 "Checked continuously"): log it, count it. */
+  onDrift?: (change: SetupDriftChange) => void;
 }
 
 export async function createRedisDaemonStore(
   redis: RedisClient,
   config: Pick<RegionConfig, "region" | "lease"> & Partial<Pick<RegionConfig, "leased">>,
   options: RedisDaemonStoreOptions = {},
-): Promise<DaemonStore & { checkPrimary(): Promise<void> }> {
+): Promise<DaemonStore & { checkPrimary(): Promise<void>; drifting(): readonly SetupSetting[] }> {
   const region = config.region;
   const epsUs = config.lease.epsilonMs * 1000;
   const store = createGossipStore({
@@ -48,7 +57,14 @@ export async function createRedisDaemonStore(
   });
   // Returns already applied on the lender side, so a re-merge does not call Redis again.
   const appliedReturns = new Map<string, number>();
-  const watcher = createPrimaryWatcher(redis);
+  // The start checks again on every tick: while a setting drifted (an evicting
+  // policy, an extra replica) no grant, early return or read-back loan leaves
+  // the region (fail closed); eviction also rotates the markers (recovery).
+  const watcher = createPrimaryWatcher(redis, {
+    ...(options.replicas !== undefined ? { replicas: options.replicas } : {}),
+    ...(options.onDrift !== undefined ? { onDrift: options.onDrift } : {}),
+  });
+  const drifted = () => watcher.drifting().length > 0;
   const primary = async () => {
     await watcher.check();
   };
@@ -59,6 +75,7 @@ export async function createRedisDaemonStore(
 
   return {
     checkPrimary: primary,
+    drifting: () => watcher.drifting(),
 
     async drainDirty(max) {
       const r = await store.drainDirty(max);
@@ -133,6 +150,7 @@ export async function createRedisDaemonStore(
     },
 
     async grantLoan(policy, borrower, units) {
+      if (drifted()) return null;
       const r = await store.grantLoan(policy, borrower, units);
       // A grant not yet on a replica is held back: shipping it could let a
       // failover forget a loan the borrower uses (DESIGN §4).
@@ -141,12 +159,15 @@ export async function createRedisDaemonStore(
     },
 
     async returnLoan(policy, lender, _seq): Promise<ReturnedMark | null> {
+      if (drifted()) return null;
       const r = await store.returnLoan(policy, lender);
       if (!r.durable || r.seq <= 0) return null;
       return { lender, borrower: region, seq: r.seq };
     },
 
-    waitDurable(policy) {
+    async waitDurable(policy) {
+      // An extra replica is not covered by the wait: nothing read back is certified meanwhile.
+      if (drifted()) return false;
       return store.waitDurable(policy);
     },
 
