@@ -311,18 +311,29 @@ export function createPrimaryWatcher(
     seen = ids;
     return { changedShards, replid: ids[0] ?? "" };
   };
+  // An eviction edge whose rotation failed (Redis unreachable): retried on every tick until done.
+  let rotationOwed = false;
   const setup = async () => {
     const problems = await redisSetupProblems(redis, options);
     const now = new Set(problems.map((p) => p.setting));
+    if (rotationOwed) {
+      await rotateIncarnation(redis);
+      rotationOwed = false;
+    }
     for (const setting of SETUP_SETTINGS) {
       const was = drifting.has(setting);
       const is = now.has(setting);
       if (was === is) continue;
-      let rotatedShards = 0;
-      if (setting === "maxmemory-policy") rotatedShards = (await rotateIncarnation(redis)).changedShards;
-      // Recorded only once the rotation is done: a failed rotation is retried next tick.
+      // Fail closed before the rotation, reopen only after it: a failed
+      // rotation never leaves admissions open on evicted state.
       if (is) drifting.add(setting);
-      else drifting.delete(setting);
+      let rotatedShards = 0;
+      if (setting === "maxmemory-policy") {
+        rotationOwed = true;
+        rotatedShards = (await rotateIncarnation(redis)).changedShards;
+        rotationOwed = false;
+      }
+      if (!is) drifting.delete(setting);
       const detail = is
         ? problems
             .filter((p) => p.setting === setting)
