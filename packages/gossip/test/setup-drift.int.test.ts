@@ -100,7 +100,7 @@ it("the daemon: eviction switched on rotates the markers, is logged once and cou
     return line === undefined ? undefined : Number(line.slice(series.length + 1));
   };
   const gauge = 'geoquota_redis_setup_drift{setting="maxmemory-policy"}';
-  const counter = 'geoquota_redis_setup_drift_total{setting="maxmemory-policy"}';
+  const counter = 'geoquota_redis_setup_drift_changes_total{setting="maxmemory-policy"}';
   try {
     expect(await metric(gauge)).toBe(0);
     expect(await metric('geoquota_redis_setup_drift{setting="replicas"}')).toBe(0);

@@ -10,11 +10,11 @@ import {
 } from "@geoquota/config";
 import type { FastifyInstance } from "fastify";
 import { Cluster, Redis } from "ioredis";
-import { collectDefaultMetrics, Registry } from "prom-client";
+import { Registry } from "prom-client";
 import { type AppConfig, buildApp } from "./app.js";
 import { logLevelOf } from "./log-events.js";
 import type { Limiter } from "./limiter.js";
-import { createSetupDriftMetrics, type SetupDriftMetrics } from "./metrics.js";
+import { collectProcessMetrics, createSetupDriftMetrics, type SetupDriftMetrics } from "./metrics.js";
 import { refuseWhileDrifting } from "./setup-drift.js";
 import {
   checkRedisSetup,
@@ -137,7 +137,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
   let registry = options.registry;
   if (registry === undefined) {
     registry = new Registry();
-    collectDefaultMetrics({ register: registry });
+    collectProcessMetrics(registry);
   }
   if (watcher !== undefined) {
     driftMetrics = createSetupDriftMetrics(registry, SETUP_SETTINGS);

@@ -96,7 +96,7 @@ async function checks(svc: RegionService, tenant: string, n: number, out: Admiss
 }
 
 const DRIFT = "geoquota_redis_setup_drift";
-const DRIFT_TOTAL = "geoquota_redis_setup_drift_total";
+const DRIFT_TOTAL = "geoquota_redis_setup_drift_changes_total";
 const series = (name: string, setting: string) => `${name}{setting="${setting}"}`;
 
 /** The value of one series of the service's /metrics (undefined: not exported). */

@@ -22,9 +22,9 @@ import {
   waitReady,
 } from "@geoquota/redis";
 import { popProposals, pushProposal, readSnapshotRaw, writeSnapshot } from "@geoquota/rollout";
-import { logLevelOf, ThrottledEvents } from "@geoquota/limiter/internal";
+import { collectProcessMetrics, logLevelOf, ThrottledEvents } from "@geoquota/limiter/internal";
 import pino from "pino";
-import { collectDefaultMetrics, Gauge, Registry } from "prom-client";
+import { Gauge, Registry } from "prom-client";
 import { Mesh } from "../transport/index.js";
 import { GossipDaemon, type PolicyResolver } from "./daemon.js";
 import { createDaemonMetrics } from "./metrics.js";
@@ -68,11 +68,6 @@ function meshTls(config: RegionConfig): { keyPath: string; certPath: string; caP
   return { keyPath: tls.key, certPath: tls.cert, caPath: tls.ca };
 }
 
-/** `tenant|resource` keys named exactly by a configured policy: the only ones exported as metric labels. */
-function explicitKeys(policies: PolicySet): (key: string) => boolean {
-  return (key) => policies.entries.has(key);
-}
-
 export function policyResolver(config: RegionConfig, loaded?: PolicySet): PolicyResolver {
   const ids = config.regions.map((r) => r.id);
   const policies = loaded ?? loadPolicies(config.policiesPath, ids);
@@ -109,7 +104,7 @@ export async function startGossip(
     config.regions.map((r) => r.id),
   );
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectProcessMetrics(registry);
   const url = config.gossip.redisUrl ?? config.redis.url;
   // With redis.cluster the URL is one seed node; every script touches one slot.
   const redis = connectRedis(url, {
@@ -165,8 +160,12 @@ export async function startGossip(
   }
   const peers = config.regions.filter((r) => r.id !== config.region);
   let daemon: GossipDaemon | undefined;
+  // Keys of the policies in force (replicated: every version being met), so a removed policy's series go.
   const metrics = createDaemonMetrics(registry, {
-    exportKey: explicitKeys(policies),
+    exportKey: (key) =>
+      rollout !== undefined
+        ? (rollout.effectiveSets()?.some((s) => s.entries.has(key)) ?? false)
+        : policies.entries.has(key),
     settings: SETUP_SETTINGS,
   });
   driftMetrics = metrics;

@@ -48,7 +48,7 @@ export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOp
     registers,
   });
   const setupDriftChanges = new Counter({
-    name: "geoquota_redis_setup_drift_total",
+    name: "geoquota_redis_setup_drift_changes_total",
     help: "Times a Redis setting checked at start became unsafe while running, by setting",
     labelNames: ["setting"] as const,
     registers,
@@ -57,11 +57,21 @@ export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOp
     setupDrift.set({ setting }, 0);
     setupDriftChanges.inc({ setting }, 0);
   }
+  // `gq_region`, not `region`: scrape configs give every target a `region` label (ops/README.md),
+  // which would overwrite ours. Series of a key no policy names any more go at the next scrape.
+  const shareSeries = new Map<string, { key: string; gq_region: string }>();
   const share = new Gauge({
     name: "geoquota_gossip_target_share_ratio",
-    help: "Target share (0..1) per region for keys with an explicit policy",
-    labelNames: ["key", "region"],
+    help: "Target share (0..1) per region (gq_region) for keys with an explicit policy",
+    labelNames: ["key", "gq_region"],
     registers,
+    collect() {
+      for (const [k, l] of shareSeries)
+        if (!exportKey(l.key)) {
+          this.remove(l);
+          shareSeries.delete(k);
+        }
+    },
   });
   return {
     roundDuration: new Histogram({
@@ -119,8 +129,10 @@ export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOp
     }),
     share: {
       set(labels, sharePpm) {
-        if (exportKey(labels.key))
-          share.set({ key: labels.key, region: labels.region }, sharePpm / SHARE_UNITS);
+        if (!exportKey(labels.key)) return;
+        const l = { key: labels.key, gq_region: labels.region };
+        shareSeries.set(`${l.key}\u0000${l.gq_region}`, l);
+        share.set(l, sharePpm / SHARE_UNITS);
       },
     },
     recovering: new Gauge({
