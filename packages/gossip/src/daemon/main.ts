@@ -181,6 +181,7 @@ export async function startGossip(
           regions: ids,
           limiterStaleMs: config.policy.limiterStaleMs,
           waitUs: (config.lease.loanDurationMs + 2 * config.lease.epsilonMs) * 1000,
+          windowMarginUs: 2 * config.lease.epsilonMs * 1000,
           seedPolicies: () => readJsonFile(config.policiesPath),
           parse: (raw, label) => parsePolicies(raw, label, ids),
           now: () => performance.now(),
