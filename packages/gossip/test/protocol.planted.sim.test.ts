@@ -176,13 +176,62 @@ describe("admissions answered before the replica has them (DESIGN §4 durable ad
     const f = await firstFailing(
       400,
       (seed) => {
-        // Without leased clients (the other search has them): G1 from check admissions alone.
+        // Without leased clients (the other search has them): G1 from check admissions alone;
+        // without issue 21's faults (their limiter watchers notice a failover sooner).
         const base = undurable(seed);
-        return harshScenario({ ...base, clients: { ...base.clients, perRegionMax: 0 } });
+        return harshScenario({
+          ...base,
+          clients: { ...base.clients, perRegionMax: 0 },
+          faults: { ...base.faults, lateReplicas: 0, evictions: 0, failoverBehindAddress: false },
+        });
       },
       1_000_001,
     );
     expect(f, "no harsh seed in 1000001..1000400 caught the lost stall").toBeDefined();
     expect(f).toMatch(/G1 violated/);
+  }, 240_000);
+});
+
+describe("issue 21: Redis settings that drift after start, failover behind one address (DESIGN §4)", () => {
+  /** The first failing seed of `make(bug)`; that seed must pass with the defence in place. */
+  async function caughtAndDefended(
+    maxSeeds: number,
+    make: (bugs: PlantedBugs) => (seed: number) => ModelOptions,
+    bug: PlantedBugs,
+  ): Promise<string | undefined> {
+    const f = await firstFailing(maxSeeds, make(bug));
+    if (f !== undefined) mustPass(await runModel(make({})(Number(/seed (\d+)/.exec(f)?.[1]))));
+    return f;
+  }
+  const withFaults = (faults: Partial<FaultOptions>) => (bugs: PlantedBugs) => (seed: number) => {
+    const base = scenarioFor(seed, { bugs });
+    return { ...base, faults: { ...base.faults, ...faults } };
+  };
+
+  it("(h) a replica attached late that lags is neither waited for nor noticed: promoted, it forgets what was handed out", async () => {
+    const f = await caughtAndDefended(60, withFaults({ lateReplicas: 2 }), { lateReplicaUncovered: true });
+    expect(f, "no seed in 1..60 caught the uncovered late replica").toBeDefined();
+    expect(f).toMatch(/Σ shares|G1 violated|leased \+ bucket/);
+  }, 240_000);
+
+  it("(i) eviction switched on is not noticed: an evicted loan book or bucket comes back without recovery", async () => {
+    const f = await caughtAndDefended(60, withFaults({ evictions: 2 }), { evictionUnnoticed: true });
+    expect(f, "no seed in 1..60 caught the unnoticed eviction").toBeDefined();
+    expect(f).toMatch(/Σ shares|G1 violated|leased \+ bucket/);
+  }, 240_000);
+
+  it("(j) a WAIT that reconnected behind one address certifies a write the new primary never had", async () => {
+    // Quiet links (the loan reaches the borrower before the replid poll puts
+    // the lender into recovery), failovers that may end a replica stall.
+    const make = (bugs: PlantedBugs) => (seed: number) => {
+      const base = scenarioFor(seed, { bugs, reweighting: true });
+      return {
+        ...base,
+        faults: { ...QUIET, failoverBehindAddress: true, failovers: 2, replicaStalls: 2 },
+      };
+    };
+    const f = await caughtAndDefended(60, make, { certifyAcrossFailover: true });
+    expect(f, "no seed in 1..60 caught the certificate across a failover").toBeDefined();
+    expect(f).toMatch(/Σ shares|G1 violated|leased \+ bucket/);
   }, 240_000);
 });

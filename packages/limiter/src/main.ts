@@ -14,7 +14,8 @@ import { Registry } from "prom-client";
 import { type AppConfig, buildApp } from "./app.js";
 import { logLevelOf } from "./log-events.js";
 import type { Limiter } from "./limiter.js";
-import { collectProcessMetrics } from "./metrics.js";
+import { collectProcessMetrics, createSetupDriftMetrics, type SetupDriftMetrics } from "./metrics.js";
+import { refuseWhileDrifting } from "./setup-drift.js";
 import {
   checkRedisSetup,
   connectRegionRedis,
@@ -22,6 +23,8 @@ import {
   createRedisStore,
   initFreshRegion,
   type PrimaryWatcher,
+  SETUP_SETTINGS,
+  type SetupDriftChange,
   waitReady,
 } from "@geoquota/redis";
 import { pushProposal, readSnapshot, seedSnapshot } from "@geoquota/rollout";
@@ -72,6 +75,14 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
   let ping: (() => Promise<unknown>) | undefined;
   let watcher: PrimaryWatcher | undefined;
   let redis: Redis | Cluster | undefined;
+  // Drift found before the app (its logger, its registry) exists is reported once they do.
+  let driftMetrics: SetupDriftMetrics | undefined;
+  let driftLog: ((change: SetupDriftChange) => void) | undefined;
+  const reportDrift = (change: SetupDriftChange) => {
+    driftMetrics?.drifting.set({ setting: change.setting }, change.drifting ? 1 : 0);
+    if (change.drifting) driftMetrics?.changes.inc({ setting: change.setting });
+    driftLog?.(change);
+  };
   if (options.redis instanceof Redis || options.redis instanceof Cluster) redis = options.redis;
   if (store === undefined) {
     if (redis === undefined) {
@@ -84,7 +95,8 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
     // DESIGN §4, before serving: an evicting Redis (or undeclared replicas)
     // is refused; the primary's replication id is checked now and then every
     // redis.primaryCheckMs by this process itself (a failover puts the region
-    // into recovery even while no gossip daemon runs).
+    // into recovery even while no gossip daemon runs), and so are the start
+    // checks: drift rotates the markers (eviction) and fails closed.
     try {
       await waitReady(redis, 5000);
       await checkRedisSetup(redis, { replicas: config.redis.replicas });
@@ -98,7 +110,10 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
             regions: config.regions.map((x) => x.id),
           });
       }
-      watcher = createPrimaryWatcher(redis);
+      watcher = createPrimaryWatcher(redis, {
+        replicas: config.redis.replicas,
+        onDrift: (change) => reportDrift(change),
+      });
       await watcher.check();
     } catch (err) {
       ownedRedis?.disconnect();
@@ -116,11 +131,20 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
         ? { durability: { replicas: config.redis.replicas, timeoutMs: config.redis.timeoutMs } }
         : {}),
     });
+    const w = watcher;
+    if (w !== undefined) store = refuseWhileDrifting(store, () => w.drifting());
   }
   let registry = options.registry;
   if (registry === undefined) {
     registry = new Registry();
     collectProcessMetrics(registry);
+  }
+  if (watcher !== undefined) {
+    driftMetrics = createSetupDriftMetrics(registry, SETUP_SETTINGS);
+    for (const setting of watcher.drifting()) {
+      driftMetrics.drifting.set({ setting }, 1);
+      driftMetrics.changes.inc({ setting });
+    }
   }
   // Replicated policies (docs/design.md §3.4): the region's gossip daemon writes
   // them to Redis; this limiter polls them and decides nothing before the first read.
@@ -177,6 +201,18 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
     ownedRedis?.disconnect();
     throw err;
   }
+  driftLog = (change) =>
+    change.drifting
+      ? app.log.error(
+          { event: "redis_setup_drift", setting: change.setting, rotatedShards: change.rotatedShards },
+          `redis setup drift (${change.setting}): ${change.detail}; admissions refused until it is fixed`,
+        )
+      : app.log.warn(
+          { event: "redis_setup_drift_ended", setting: change.setting, rotatedShards: change.rotatedShards },
+          `redis setup drift ended (${change.setting}): ${change.detail}`,
+        );
+  for (const setting of watcher?.drifting() ?? [])
+    app.log.error({ event: "redis_setup_drift", setting }, `redis setup drift (${setting}) at start`);
   watcher?.start(config.redis.primaryCheckMs, (err) =>
     app.log.warn({ err: (err as Error).message }, "primary check failed"),
   );

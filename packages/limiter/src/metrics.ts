@@ -155,6 +155,43 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
 }
 
 /**
+ * Redis setup drift (DESIGN §4 "Checked continuously"): a setting the start
+ * check verified that changed while the process runs. `setting` is one of a
+ * fixed few (`maxmemory-policy`, `replicas`), so the series are bounded. The
+ * daemon exports the same two names (gossip daemon/metrics.ts).
+ */
+export interface SetupDriftMetrics {
+  /** 1 while the setting is unsafe on some master (admissions refused), else 0. */
+  readonly drifting: Gauge<"setting">;
+  /** Times the setting became unsafe. */
+  readonly changes: Counter<"setting">;
+}
+
+export function createSetupDriftMetrics(registry: Registry, settings: readonly string[]): SetupDriftMetrics {
+  const registers = [registry];
+  const m: SetupDriftMetrics = {
+    drifting: new Gauge({
+      name: "geoquota_redis_setup_drift",
+      help: "1 while a Redis setting checked at start is unsafe again (admissions refused), by setting",
+      labelNames: ["setting"] as const,
+      registers,
+    }),
+    changes: new Counter({
+      name: "geoquota_redis_setup_drift_changes_total",
+      help: "Times a Redis setting checked at start became unsafe while running, by setting",
+      labelNames: ["setting"] as const,
+      registers,
+    }),
+  };
+  // Every series exists from the start (0): an alert can tell "never drifted" from "not exported".
+  for (const setting of settings) {
+    m.drifting.set({ setting }, 0);
+    m.changes.inc({ setting }, 0);
+  }
+  return m;
+}
+
+/**
  * prom-client's default process metrics, less the three `nodejs_active_*_total`
  * gauges: a gauge named `_total` fails `promtool check metrics`, and each is the
  * sum of the by-type gauge beside it (`nodejs_active_handles{type}`, …).

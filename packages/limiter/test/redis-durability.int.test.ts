@@ -140,7 +140,11 @@ describe("start checks", () => {
 
   it("more connected replicas than redis.replicas is refused", async () => {
     const { redis } = await pair();
-    expect(await refused(redis, 0)).toMatch(/1 connected replicas but redis\.replicas is 0/);
+    const message = await refused(redis, 0);
+    expect(message).toMatch(/1 connected replicas but redis\.replicas is 0/);
+    // It names the setting it is about, and nothing else (not eviction first).
+    expect(message).toMatch(/^GQ_ERR_REDIS_SETUP: [^:]*: replicas: /);
+    expect(message).not.toMatch(/evict|maxmemory/);
     expect(await refused(redis, 1)).toBeUndefined();
   });
 

@@ -12,8 +12,8 @@ export const RedisStoreErrors = {
   GQ_ERR_BAD_NAME: "a tenant, resource or region id does not match ^[A-Za-z0-9_.-]{1,128}$",
   GQ_ERR_COMPOUND_DUPLICATE: "a compound check names the same (tenant, resource) twice",
   GQ_ERR_LEASE_ALGORITHM: "in-process leases exist only for the token bucket",
-  GQ_ERR_REDIS_SETUP:
-    "the region's Redis is set up unsafely (an evicting maxmemory-policy, more replicas than redis.replicas)",
+  // The detail names the setting first (`replicas: …`, `maxmemory-policy: …`): the catalog text names none.
+  GQ_ERR_REDIS_SETUP: "the region's Redis has a setting geoquota cannot run safely with",
 } as const;
 
 export type RedisStoreErrorCode = keyof typeof RedisStoreErrors;

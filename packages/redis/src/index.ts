@@ -43,11 +43,18 @@ export {
   ensureIncarnation,
   initFreshRegion,
   type MarkerResult,
+  type PrimaryCheck,
   type PrimaryWatcher,
+  type PrimaryWatcherOptions,
   readShardMarkers,
+  redisSetupProblems,
   type ReplicationInfo,
   replicationInfo,
   rotateIncarnation,
+  SETUP_SETTINGS,
+  type SetupDriftChange,
+  type SetupProblem,
+  type SetupSetting,
   shardNode,
 } from "./replication.js";
 export {

@@ -12,7 +12,9 @@
 //   every `redis.primaryCheckMs` (`createPrimaryWatcher`): the detection window;
 // - `checkRedisSetup` refuses, at start, an evicting `maxmemory-policy` (an
 //   evicted loan record is a forgotten reservation while the marker survives)
-//   and more connected replicas than `redis.replicas` (WAIT would not cover them).
+//   and more connected replicas than `redis.replicas` (WAIT would not cover
+//   them); the primary watcher re-checks both on every tick (a `CONFIG SET`
+//   or a replica attached later is drift: recovery and/or fail closed).
 // A region WITHOUT replicas (`redis.replicas: 0`) has no durability wait: a
 // restart without persistence loses the marker (→ recovery, safe), but a
 // restart WITH persistence (RDB/AOF) can come back with an old snapshot and
@@ -159,40 +161,190 @@ export async function checkPrimary(redis: RedisClient): Promise<MarkerResult & {
   return { ...r, replid: replids[0] ?? "" };
 }
 
+/** A start-time assumption of DESIGN §4 that a master no longer meets. */
+export type SetupSetting = "maxmemory-policy" | "replicas";
+export const SETUP_SETTINGS: readonly SetupSetting[] = ["maxmemory-policy", "replicas"];
+
+export interface SetupProblem {
+  readonly setting: SetupSetting;
+  /** `host:port` of the master. */
+  readonly node: string;
+  /** One sentence naming the setting, its value and the fix. */
+  readonly detail: string;
+}
+
 /**
- * Watches the primaries' replication ids for one process (limiter or daemon).
- * `check()` reads `INFO replication` of every master (one call per node) and
- * runs the `replid` check of `region_init` only for shards whose replid
- * differs from the one this watcher saw at its last complete check (all
- * shards on the first call): the common case costs one INFO per node and no
- * script. Concurrent watchers (limiter, daemon) agree through `gq:rid`: the
- * first one to run the script rotates, the others find the new replid recorded.
+ * What one master breaks of DESIGN §4's setup: an evicting `maxmemory-policy`
+ * with a `maxmemory` set (eviction can drop a bucket or a loan book while the
+ * incarnation marker survives), or more connected replicas than
+ * `redis.replicas` (the durability wait would not cover them, and a failover
+ * could promote one that missed a write). `replicas` undefined: not checked.
+ */
+async function nodeProblems(node: Redis, replicas: number | undefined): Promise<SetupProblem[]> {
+  const where = `${node.options.host}:${node.options.port}`;
+  const out: SetupProblem[] = [];
+  const memory = await node.info("memory");
+  const maxmemory = Number(infoField(memory, "maxmemory") || "0");
+  const policy = infoField(memory, "maxmemory_policy");
+  if (maxmemory > 0 && policy !== "noeviction") {
+    out.push({
+      setting: "maxmemory-policy",
+      node: where,
+      detail:
+        `${where} has maxmemory-policy ${policy} with maxmemory ${maxmemory}: eviction can forget a bucket or a ` +
+        "loan reservation while the incarnation marker survives; set maxmemory-policy noeviction (or maxmemory 0)",
+    });
+  }
+  if (replicas !== undefined) {
+    const connected = (await replicationInfo(node)).connectedReplicas;
+    if (connected > replicas) {
+      out.push({
+        setting: "replicas",
+        node: where,
+        detail:
+          `${where} has ${connected} connected replicas but redis.replicas is ${replicas}: writes would be ` +
+          "answered before a replica that may be promoted has them; detach it or set redis.replicas to " +
+          `${connected}`,
+      });
+    }
+  }
+  return out;
+}
+
+function masterNodes(redis: RedisClient): Redis[] {
+  const nodes: Redis[] = isCluster(redis) ? redis.nodes("master") : [redis];
+  if (nodes.length === 0)
+    throw new Error("no Redis Cluster master known yet: check the setup once the client is ready");
+  return nodes;
+}
+
+/** Every master's setup problems (`checkRedisSetup` throws the first; the watcher reports them all). */
+export async function redisSetupProblems(
+  redis: RedisClient,
+  options: { replicas?: number },
+): Promise<SetupProblem[]> {
+  const all = await Promise.all(masterNodes(redis).map((n) => nodeProblems(n, options.replicas)));
+  return all.flat();
+}
+
+/** A setting that started or stopped drifting (the watcher calls `onDrift` once per change). */
+export interface SetupDriftChange {
+  readonly setting: SetupSetting;
+  /** True: the setting is now unsafe on some master (`detail` says which); false: safe again everywhere. */
+  readonly drifting: boolean;
+  readonly detail: string;
+  /** Shards whose marker this change rotated (eviction: on both edges). */
+  readonly rotatedShards: number;
+}
+
+export interface PrimaryWatcherOptions {
+  /**
+   * `redis.replicas`: a master with more connected replicas is drift. Absent:
+   * the replica count is not watched (only for tools that write no state).
+   */
+  readonly replicas?: number;
+  /** Called on each change of a setting's drift (not on every tick): log it, count it. */
+  readonly onDrift?: (change: SetupDriftChange) => void;
+}
+
+export interface PrimaryCheck {
+  readonly changedShards: number;
+  readonly replid: string;
+  /** Settings unsafe at this check (empty: none). */
+  readonly drift: readonly SetupProblem[];
+}
+
+/**
+ * Watches the primaries for one process (limiter or daemon), DESIGN §4
+ * "Checked continuously". Each `check()`:
+ * - reads `INFO replication` of every master (one call per node) and runs the
+ *   `replid` check of `region_init` only for shards whose replid differs from
+ *   the one this watcher saw at its last complete check (all shards on the
+ *   first call): the common case costs one INFO per node and no script.
+ *   Concurrent watchers (limiter, daemon) agree through `gq:rid`: the first
+ *   one to run the script rotates, the others find the new replid recorded;
+ * - re-checks what `checkRedisSetup` checked at start (one more INFO per
+ *   node): an evicting policy and extra connected replicas are drift.
+ *   `drifting()` names the unsafe settings until a check finds them safe; the
+ *   caller refuses admissions, leases, grants and early returns meanwhile
+ *   (fails closed). Eviction may already have dropped a bucket or a loan
+ *   book, so an evicting policy also rotates every marker when first seen
+ *   (recovery) and again when the policy is safe again (what was evicted in
+ *   between is forgotten state too; the recovery runs from then). An extra
+ *   replica rotates nothing: it lacks writes only if promoted, and a
+ *   promotion changes the replid.
+ * The window between ticks (`redis.primaryCheckMs`) is not covered.
  */
 export interface PrimaryWatcher {
-  check(): Promise<{ changedShards: number; replid: string }>;
+  check(): Promise<PrimaryCheck>;
+  /** The settings found unsafe by the last completed check (an error leaves the last answer). */
+  drifting(): readonly SetupSetting[];
   /** Runs `check()` now and then every `everyMs` (never overlapping) until `stop()`. */
   start(everyMs: number, onError?: (err: unknown) => void): void;
   stop(): void;
 }
 
-export function createPrimaryWatcher(redis: RedisClient): PrimaryWatcher {
+export function createPrimaryWatcher(
+  redis: RedisClient,
+  options: PrimaryWatcherOptions = {},
+): PrimaryWatcher {
   let seen: readonly string[] | undefined;
   let timer: NodeJS.Timeout | undefined;
   let running = false;
-  const check = async () => {
-    const replids = await shardReplids(redis);
+  const drifting = new Set<SetupSetting>();
+  const replids = async () => {
+    const ids = await shardReplids(redis);
     const last = seen;
-    const shards = ALL_SHARDS.filter((k) => last === undefined || last[k] !== replids[k]);
+    const shards = ALL_SHARDS.filter((k) => last === undefined || last[k] !== ids[k]);
     let changedShards = 0;
     if (shards.length > 0) {
-      const r = await Promise.all(shards.map((k) => regionInit(redis, k, "replid", replids[k] ?? "")));
+      const r = await Promise.all(shards.map((k) => regionInit(redis, k, "replid", ids[k] ?? "")));
       changedShards = r.filter((x) => x.changed).length;
     }
-    seen = replids;
-    return { changedShards, replid: replids[0] ?? "" };
+    seen = ids;
+    return { changedShards, replid: ids[0] ?? "" };
+  };
+  // An eviction edge whose rotation failed (Redis unreachable): retried on every tick until done.
+  let rotationOwed = false;
+  const setup = async () => {
+    const problems = await redisSetupProblems(redis, options);
+    const now = new Set(problems.map((p) => p.setting));
+    if (rotationOwed) {
+      await rotateIncarnation(redis);
+      rotationOwed = false;
+    }
+    for (const setting of SETUP_SETTINGS) {
+      const was = drifting.has(setting);
+      const is = now.has(setting);
+      if (was === is) continue;
+      // Fail closed before the rotation, reopen only after it: a failed
+      // rotation never leaves admissions open on evicted state.
+      if (is) drifting.add(setting);
+      let rotatedShards = 0;
+      if (setting === "maxmemory-policy") {
+        rotationOwed = true;
+        rotatedShards = (await rotateIncarnation(redis)).changedShards;
+        rotationOwed = false;
+      }
+      if (!is) drifting.delete(setting);
+      const detail = is
+        ? problems
+            .filter((p) => p.setting === setting)
+            .map((p) => p.detail)
+            .join("; ")
+        : `${setting} is safe again on every master`;
+      options.onDrift?.({ setting, drifting: is, detail, rotatedShards });
+    }
+    return problems;
+  };
+  const check = async (): Promise<PrimaryCheck> => {
+    const r = await replids();
+    const drift = await setup();
+    return { ...r, drift };
   };
   return {
     check,
+    drifting: () => [...drifting],
     start(everyMs, onError) {
       if (running) return;
       running = true;
@@ -222,36 +374,16 @@ function infoField(text: string, name: string): string {
 
 /**
  * Start-time check of every master serving the region (DESIGN §4): an
- * evicting `maxmemory-policy` with a `maxmemory` set is refused (eviction can
- * drop a loan record or a bucket while the incarnation marker survives), and
- * so is a master with more connected replicas than `redis.replicas` (the
- * durability wait would not cover them, and a failover could promote one
- * that missed a grant). Throws `GQ_ERR_REDIS_SETUP` naming the setting.
+ * evicting `maxmemory-policy` with a `maxmemory` set is refused, and so is a
+ * master with more connected replicas than `redis.replicas`. Throws
+ * `GQ_ERR_REDIS_SETUP` naming the setting (the first problem found). The
+ * primary watcher re-checks both on every tick (drift).
  */
 export async function checkRedisSetup(redis: RedisClient, options: { replicas: number }): Promise<void> {
-  const nodes: Redis[] = isCluster(redis) ? redis.nodes("master") : [redis];
-  if (nodes.length === 0)
-    throw new Error("no Redis Cluster master known yet: check the setup once the client is ready");
-  for (const node of nodes) {
-    const where = `${node.options.host}:${node.options.port}`;
-    const memory = await node.info("memory");
-    const maxmemory = Number(infoField(memory, "maxmemory") || "0");
-    const policy = infoField(memory, "maxmemory_policy");
-    if (maxmemory > 0 && policy !== "noeviction") {
-      throw new RedisStoreError(
-        "GQ_ERR_REDIS_SETUP",
-        `${where} has maxmemory-policy ${policy} with maxmemory ${maxmemory}: eviction can forget a loan ` +
-          "reservation while the incarnation marker survives; set maxmemory-policy noeviction (or maxmemory 0)",
-      );
-    }
-    const connected = (await replicationInfo(node)).connectedReplicas;
-    if (connected > options.replicas) {
-      throw new RedisStoreError(
-        "GQ_ERR_REDIS_SETUP",
-        `${where} has ${connected} connected replicas but redis.replicas is ${options.replicas}: ` +
-          `loans would leave the region before a replica that may be promoted has them; set redis.replicas to ${connected}`,
-      );
-    }
+  for (const node of masterNodes(redis)) {
+    const first = (await nodeProblems(node, options.replicas))[0];
+    if (first !== undefined)
+      throw new RedisStoreError("GQ_ERR_REDIS_SETUP", `${first.setting}: ${first.detail}`);
   }
 }
 

@@ -14,7 +14,14 @@ import {
   type RegionConfig,
   resolvePolicy,
 } from "@geoquota/config";
-import { checkRedisSetup, connectRedis, createCertifier, waitReady } from "@geoquota/redis";
+import {
+  checkRedisSetup,
+  connectRedis,
+  createCertifier,
+  SETUP_SETTINGS,
+  type SetupDriftChange,
+  waitReady,
+} from "@geoquota/redis";
 import {
   type CertifiedWrite,
   popProposals,
@@ -124,6 +131,25 @@ export async function startGossip(
   // missed writes puts the region into recovery); grants and returns leave
   // the region only once `redis.replicas` replicas hold them.
   let store: Awaited<ReturnType<typeof createRedisDaemonStore>>;
+  // Setup drift found by the watcher (DESIGN §4 "Checked continuously"): one log line per change.
+  let driftMetrics:
+    | Pick<ReturnType<typeof createDaemonMetrics>, "setupDrift" | "setupDriftChanges">
+    | undefined;
+  const onDrift = (change: SetupDriftChange) => {
+    driftMetrics?.setupDrift.set({ setting: change.setting }, change.drifting ? 1 : 0);
+    if (change.drifting) driftMetrics?.setupDriftChanges.inc({ setting: change.setting });
+    const fields = { event: change.drifting ? "redis_setup_drift" : "redis_setup_drift_ended" };
+    if (change.drifting)
+      log.error(
+        { ...fields, setting: change.setting, rotatedShards: change.rotatedShards },
+        `redis setup drift (${change.setting}): ${change.detail}; grants and returns held until it is fixed`,
+      );
+    else
+      log.warn(
+        { ...fields, setting: change.setting, rotatedShards: change.rotatedShards },
+        `redis setup drift ended (${change.setting}): ${change.detail}`,
+      );
+  };
   try {
     // A Cluster client knows no node before it is ready (the setup check would pass vacuously).
     await waitReady(redis, 10_000);
@@ -131,6 +157,7 @@ export async function startGossip(
     store = await createRedisDaemonStore(redis, config, {
       primaryCheckMs: config.redis.primaryCheckMs,
       replicas: config.redis.replicas,
+      onDrift,
       onError: (where, err) =>
         events.emit("warn", "daemon_error", where, { where, error: (err as Error).message }, "daemon error"),
     });
@@ -146,7 +173,13 @@ export async function startGossip(
       rollout !== undefined
         ? (rollout.effectiveSets()?.some((s) => s.entries.has(key)) ?? false)
         : policies.entries.has(key),
+    settings: SETUP_SETTINGS,
   });
+  driftMetrics = metrics;
+  for (const setting of store.drifting()) {
+    metrics.setupDrift.set({ setting }, 1);
+    metrics.setupDriftChanges.inc({ setting });
+  }
   const ids = config.regions.map((r) => r.id);
   const snapshots = createCertifier(redis, { replicas: config.redis.replicas, timeoutMs: 100 });
   const certified: CertifiedWrite = async (place, write) =>
@@ -166,8 +199,11 @@ export async function startGossip(
         },
         {
           readSnapshotRaw: () => readSnapshotRaw(redis),
-          // Certified like a loan (DESIGN §4): WAIT on the connection that wrote it, no reconnect between.
-          writeSnapshot: (raw) => writeSnapshot(redis, raw, { replicas: config.redis.replicas, certified }),
+          // Certified like a loan (DESIGN §4): WAIT on the connection that wrote it, no reconnect
+          // between; and not durable while a setting drifted (an extra replica the WAIT does not cover).
+          writeSnapshot: async (raw) =>
+            (await writeSnapshot(redis, raw, { replicas: config.redis.replicas, certified })) &&
+            store.drifting().length === 0,
           popProposals: (max) => popProposals(redis, max),
           timeUs: async () => {
             const [s, us] = await redis.time();

@@ -20,6 +20,10 @@ export interface DaemonMetrics {
   share: TargetShareGauge;
   /** 1 while some shard of this region's Redis is in recovery (DESIGN §4). */
   recovering: Gauge<string>;
+  /** 1 while a setting the start check verified is unsafe again, by setting (the limiter's metric too). */
+  setupDrift: Gauge<"setting">;
+  /** Times a checked setting became unsafe while running, by setting. */
+  setupDriftChanges: Counter<"setting">;
 }
 
 export interface DaemonMetricsOptions {
@@ -29,11 +33,30 @@ export interface DaemonMetricsOptions {
    * so tenants seen on the wire never create series.
    */
   readonly exportKey?: (key: string) => boolean;
+  /** The Redis settings watched for drift (`SETUP_SETTINGS`): their series start at 0. */
+  readonly settings?: readonly string[];
 }
 
 export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOptions = {}): DaemonMetrics {
   const registers = [registry];
   const exportKey = options.exportKey ?? (() => false);
+  // Same names and labels as the limiter's (`setting`: a fixed few), every series present from the start.
+  const setupDrift = new Gauge({
+    name: "geoquota_redis_setup_drift",
+    help: "1 while a Redis setting checked at start is unsafe again (grants and returns held), by setting",
+    labelNames: ["setting"] as const,
+    registers,
+  });
+  const setupDriftChanges = new Counter({
+    name: "geoquota_redis_setup_drift_changes_total",
+    help: "Times a Redis setting checked at start became unsafe while running, by setting",
+    labelNames: ["setting"] as const,
+    registers,
+  });
+  for (const setting of options.settings ?? []) {
+    setupDrift.set({ setting }, 0);
+    setupDriftChanges.inc({ setting }, 0);
+  }
   // `gq_region`, not `region`: scrape configs give every target a `region` label (ops/README.md),
   // which would overwrite ours. Series of a key no policy names any more go at the next scrape.
   const shareSeries = new Map<string, { key: string; gq_region: string }>();
@@ -117,5 +140,7 @@ export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOp
       help: "1 while some shard of this region's Redis is in recovery (incarnation younger than D + 2ε)",
       registers,
     }),
+    setupDrift,
+    setupDriftChanges,
   };
 }

@@ -13,6 +13,8 @@ import {
   createPrimaryWatcher,
   type LoanRecord,
   type RedisClient,
+  type SetupDriftChange,
+  type SetupSetting,
   type Ticket,
 } from "@geoquota/redis";
 import type { InboundLoan } from "../policy/index.js";
@@ -31,13 +33,15 @@ export interface RedisDaemonStoreOptions {
   waitTimeoutMs?: number;
   /** A periodic primary check failed (Redis unreachable): reported, retried next period. */
   onError?: (where: string, err: unknown) => void;
+  /** A checked Redis setting became unsafe, or safe again (DESIGN §4 "Checked continuously"): log it, count it. */
+  onDrift?: (change: SetupDriftChange) => void;
 }
 
 export async function createRedisDaemonStore(
   redis: RedisClient,
   config: Pick<RegionConfig, "region" | "lease"> & Partial<Pick<RegionConfig, "leased">>,
   options: RedisDaemonStoreOptions = {},
-): Promise<DaemonStore & { checkPrimary(): Promise<void> }> {
+): Promise<DaemonStore & { checkPrimary(): Promise<void>; drifting(): readonly SetupSetting[] }> {
   const region = config.region;
   const epsUs = config.lease.epsilonMs * 1000;
   const store = createGossipStore({
@@ -54,7 +58,14 @@ export async function createRedisDaemonStore(
   });
   // Returns already applied on the lender side, so a re-merge does not call Redis again.
   const appliedReturns = new Map<string, number>();
-  const watcher = createPrimaryWatcher(redis);
+  // The start checks again on every tick: while a setting drifted (an evicting
+  // policy, an extra replica) no grant, early return or read-back loan leaves
+  // the region (fail closed); eviction also rotates the markers (recovery).
+  const watcher = createPrimaryWatcher(redis, {
+    ...(options.replicas !== undefined ? { replicas: options.replicas } : {}),
+    ...(options.onDrift !== undefined ? { onDrift: options.onDrift } : {}),
+  });
+  const drifted = () => watcher.drifting().length > 0;
   const primary = async () => {
     await watcher.check();
   };
@@ -65,6 +76,7 @@ export async function createRedisDaemonStore(
 
   return {
     checkPrimary: primary,
+    drifting: () => watcher.drifting(),
 
     async drainDirty(max) {
       const r = await store.drainDirty(max);
@@ -148,6 +160,7 @@ export async function createRedisDaemonStore(
     },
 
     async grantLoan(policy, borrower, units) {
+      if (drifted()) return null;
       const r = await store.grantLoan(policy, borrower, units);
       // A grant not yet on a replica is held back: shipping it could let a
       // failover forget a loan the borrower uses (DESIGN §4).
@@ -156,12 +169,15 @@ export async function createRedisDaemonStore(
     },
 
     async returnLoan(policy, lender, _seq): Promise<ReturnedMark | null> {
+      if (drifted()) return null;
       const r = await store.returnLoan(policy, lender);
       if (!r.durable || r.seq <= 0) return null;
       return { lender, borrower: region, seq: r.seq };
     },
 
-    waitDurable(policy, since) {
+    async waitDurable(policy, since) {
+      // An extra replica is not covered by the wait: nothing read back is certified meanwhile.
+      if (drifted()) return false;
       // Only this adapter's own tickets (readKey) are meaningful to its store.
       return store.waitDurable(policy, since as Ticket | undefined);
     },

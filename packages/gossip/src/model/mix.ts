@@ -16,7 +16,16 @@ export interface SeedKind {
   /** Seeds are consecutive from here. */
   readonly firstSeed: number;
   /** What the seeds of this kind must have exercised together (asserted when ≥ 50 seeds ran). */
-  readonly covers: readonly ("failovers" | "policyChanges" | "loans" | "leases" | "waitFailures")[];
+  readonly covers: readonly (
+    | "failovers"
+    | "policyChanges"
+    | "loans"
+    | "leases"
+    | "waitFailures"
+    | "lateReplicas"
+    | "evictions"
+    | "reconnectedWaits"
+  )[];
   readonly scenario: (seed: number) => ModelOptions;
 }
 
@@ -63,7 +72,16 @@ export const DEFAULT_SEED_KINDS: readonly SeedKind[] = [
     label: "short, 2 regions",
     count: 1_650,
     firstSeed: 10_000_001,
-    covers: ["failovers", "policyChanges", "loans", "leases", "waitFailures"],
+    covers: [
+      "failovers",
+      "policyChanges",
+      "loans",
+      "leases",
+      "waitFailures",
+      "lateReplicas",
+      "evictions",
+      "reconnectedWaits",
+    ],
     scenario: (seed) => shortScenarioFor(seed, 2),
   },
   {
@@ -122,6 +140,9 @@ export interface KindTotals {
   loans: number;
   leases: number;
   waitFailures: number;
+  lateReplicas: number;
+  evictions: number;
+  reconnectedWaits: number;
 }
 
 /**
@@ -137,6 +158,9 @@ export async function runSeedKind(kind: SeedKind, file: string): Promise<KindTot
     loans: 0,
     leases: 0,
     waitFailures: 0,
+    lateReplicas: 0,
+    evictions: 0,
+    reconnectedWaits: 0,
   };
   t.seeds = await runSeedsAsync(kind.label, seedPlanOf(kind), async (seed) => {
     const opts = kind.scenario(seed);
@@ -150,6 +174,9 @@ export async function runSeedKind(kind: SeedKind, file: string): Promise<KindTot
     t.loans += r.loansGranted;
     t.leases += r.leases;
     t.waitFailures += r.waitFailures;
+    t.lateReplicas += r.lateReplicas;
+    t.evictions += r.evictions;
+    t.reconnectedWaits += r.reconnectedWaits;
   });
   return t;
 }

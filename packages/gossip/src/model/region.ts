@@ -77,6 +77,14 @@ export class ModelRedis {
    * seconds before a failover, the only instant the replica's content is read.
    */
   private replicaArmed = 0;
+  /**
+   * A replica attached after start (DESIGN §4 "Checked continuously"): in
+   * sync when it attached, then lagging (it receives nothing more, its acks
+   * stay behind). A failover while it is attached promotes it.
+   */
+  private late: { readonly snap: Snapshot; writes: number } | undefined;
+  /** `maxmemory-policy` is evicting (with a maxmemory): a drift of the setup. */
+  evicting = false;
 
   constructor(id: string, timing: Timing, bugs: PlantedBugs, startUs: number) {
     this.id = id;
@@ -126,14 +134,49 @@ export class ModelRedis {
     this.unreplicatedWrites = 0;
   }
 
+  /** A second replica attaches (full sync: it has every write so far), then lags. */
+  attachLateReplica(): void {
+    this.late = { snap: this.snapshotNow(), writes: 0 };
+  }
+
+  /** `connected_slaves` of INFO replication. */
+  connectedReplicas(): number {
+    return this.late === undefined ? 1 : 2;
+  }
+
+  /** The late replica misses writes: a WAIT that needs every connected replica times out. */
+  lateReplicaLags(): boolean {
+    return this.late !== undefined && this.late.writes > 0;
+  }
+
+  /**
+   * An eviction under memory pressure: every key with a TTL goes (the bucket,
+   * the loan book, the counters, the leases); the incarnation marker, the
+   * replid record and the policy snapshot (no TTL) survive. The eviction is
+   * propagated to the replica like a write.
+   */
+  evict(): void {
+    this.key = emptyKeyState();
+    this.wrote();
+  }
+
+  /** rotateIncarnation: a new marker born now (recovery); DESIGN §4 for an evicting policy seen by a watcher. */
+  rotate(nowUs: number): void {
+    this.state.marker = newIncarnation(nowUs);
+    this.wrote();
+  }
+
   /**
    * The replica is promoted: the writes it had not received are lost, the
    * marker it holds survives (if the primary had one when it last replicated),
-   * and the new primary has another replication id.
+   * and the new primary has another replication id. With a late replica
+   * attached, it is the one promoted (the lagging one: the worst case).
    */
   failover(): number {
-    const lost = this.unreplicatedWrites;
-    const s = this.replica;
+    const late = this.late;
+    this.late = undefined;
+    const lost = late !== undefined ? late.writes : this.unreplicatedWrites;
+    const s = late !== undefined ? late.snap : this.replica;
     this.state = { region: this.id, marker: s.marker };
     this.ridRecorded = s.ridRecorded;
     this.key = cloneKey(s.key);
@@ -180,11 +223,13 @@ export class ModelRedis {
   writePolicy(raw: string): void {
     this.policy = raw;
     this.unreplicatedWrites++;
+    if (this.late !== undefined) this.late.writes++;
   }
 
   private wrote(): void {
     this.dirty = true;
     this.unreplicatedWrites++;
+    if (this.late !== undefined) this.late.writes++;
   }
 
   recoveryEnd(): number {

@@ -91,7 +91,20 @@ interface Node {
   readonly clients: Client[];
   /** Replication stream stopped until this real instant. */
   stalledUntilUs: number;
+  /** The settings the limiter process's primary watcher found unsafe at its last tick (it fails closed). */
+  readonly limiterDrift: Set<SetupSetting>;
+  /** Real instants of this region's scheduled failovers (a WAIT near one reconnects behind the address). */
+  readonly failoversAt: number[];
+  /** Eviction windows open now (FaultOptions.evictions), and whether memory pressure started in them. */
+  evictionWindows: number;
+  pressure: boolean;
+  /** Bumped by a failover: the eviction loop of the old primary stops (the new one's starts at its first tick). */
+  server: number;
 }
+
+/** The Redis settings the primary watchers re-check on every tick (replication.ts SETUP_SETTINGS). */
+type SetupSetting = "maxmemory-policy" | "replicas";
+const SETUP_SETTINGS: readonly SetupSetting[] = ["maxmemory-policy", "replicas"];
 
 interface PolicySpec {
   readonly capacity: number;
@@ -158,6 +171,9 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   const daemonRng = rng.fork();
   const policyRng = rng.fork();
   const durableRng = rng.fork();
+  // Issue 21's faults (late replicas, evictions, failovers behind one address): their own
+  // stream, drawn only when a run has them, so the other draws stay what they were.
+  const driftRng = rng.fork();
   // Leased mode (config `leased.enabled`) wherever clients may run, as the
   // limiter and the daemon's Redis port configure it: the recovery lease hold.
   const timing: Timing = {
@@ -168,7 +184,16 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   const n = opts.regions;
   const ids = Array.from({ length: n }, (_, i) => `r${i}`);
   const half = Math.floor(opts.clockSpreadUs / 2);
-  const stats = { leases: 0, failovers: 0, lostWrites: 0, waitFailures: 0, undurable: 0 };
+  const stats = {
+    leases: 0,
+    failovers: 0,
+    lostWrites: 0,
+    waitFailures: 0,
+    undurable: 0,
+    lateReplicas: 0,
+    evictions: 0,
+    reconnectedWaits: 0,
+  };
   let failure: string | undefined;
   let asyncError: string | undefined;
   let worstShareExcess = Number.NEGATIVE_INFINITY;
@@ -267,6 +292,11 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       demandPerSec: 0,
       clients,
       stalledUntilUs: 0,
+      limiterDrift: new Set<SetupSetting>(),
+      failoversAt: [],
+      evictionWindows: 0,
+      pressure: false,
+      server: 0,
     };
   });
   // A fresh cluster: the CLI orchestrator seeds every region's Redis (seedSnapshot).
@@ -414,6 +444,52 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     }
   };
 
+  // ---- Redis settings checked continuously (DESIGN §4; replication.ts createPrimaryWatcher)
+  const unsafeSettings = (node: Node): Set<SetupSetting> => {
+    const out = new Set<SetupSetting>();
+    if (node.redis.evicting && opts.bugs.evictionUnnoticed !== true) out.add("maxmemory-policy");
+    if (node.redis.connectedReplicas() > 1 && opts.bugs.lateReplicaUncovered !== true) out.add("replicas");
+    return out;
+  };
+  /** Memory pressure: while the policy stays evicting on this server, the key is evicted every 50–400 ms. */
+  const evictWhileEvicting = (node: Node, server: number): void => {
+    if (!node.redis.evicting || node.server !== server) return;
+    node.redis.evict();
+    stats.evictions++;
+    scheduleBreakpoints(node);
+    clock.schedule(driftRng.int(50_000, 400_000), () => evictWhileEvicting(node, server));
+  };
+  /**
+   * A failover: another server is the primary. The operator's evicting
+   * setting is assumed on it too (the worst case), but its memory pressure
+   * starts afresh at the first watcher tick, which also sees its replid.
+   */
+  const promoted = (node: Node): void => {
+    node.server++;
+    node.pressure = false;
+  };
+  /**
+   * One watcher tick of one process (its own `drift`), at the region's Redis
+   * time `localUs`: an evicting policy seen or gone rotates the marker
+   * (recovery: what was evicted is forgotten state); `drift` is what the
+   * process fails closed on. Memory pressure (evictions) starts at the first
+   * tick after the switch, noticed or not (FaultOptions.evictions).
+   */
+  const watchSetup = (node: Node, drift: Set<SetupSetting>, localUs: number): void => {
+    const now = unsafeSettings(node);
+    for (const setting of SETUP_SETTINGS) {
+      if (drift.has(setting) === now.has(setting)) continue;
+      if (setting === "maxmemory-policy") node.redis.rotate(localUs);
+      if (now.has(setting)) drift.add(setting);
+      else drift.delete(setting);
+    }
+    scheduleBreakpoints(node);
+    if (node.redis.evicting && !node.pressure) {
+      node.pressure = true;
+      evictWhileEvicting(node, node.server);
+    }
+  };
+
   // ---- the daemons
   const sessionUp = (a: Node, b: Node): boolean =>
     a.daemon !== undefined && b.daemon !== undefined && !net.isCut(a.id, b.id) && !net.isCut(b.id, a.id);
@@ -462,16 +538,41 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   const waitFor = (node: Node, life: number) => (): Promise<boolean> => {
     if (node.life !== life) return new Promise<boolean>(() => {});
     const stalled = clock.nowUs() < node.stalledUntilUs;
-    const timeout = stalled || redisRng.chance(opts.faults.waitFailRate);
-    const at = Math.max(clock.nowUs() + (timeout ? WAIT_TIMEOUT_US : redisRng.int(200, 3_000)), node.fifoUs);
+    // DESIGN §4: durable means acknowledged by every replica connected when
+    // the WAIT answers; a late replica that lags never acknowledges.
+    const lateLags = node.redis.lateReplicaLags() && opts.bugs.lateReplicaUncovered !== true;
+    const unlucky = redisRng.chance(opts.faults.waitFailRate);
+    let timeout = stalled || lateLags || unlucky;
+    // Its caller's write was just answered: it is on the primary of now.
+    const writeReplid = node.redis.replid;
+    let startUs = clock.nowUs();
+    let startReplid = writeReplid;
+    if (opts.faults.failoverBehindAddress === true) {
+      // Behind one address a failover is a reconnect: a WAIT in flight at it,
+      // queued behind one in flight (durabilityWaiter shares them), or entered
+      // while the connection reconnects, runs on the new primary.
+      const now = startUs;
+      const fo = node.failoversAt.find((t) => t > now && t <= now + 2 * WAIT_TIMEOUT_US);
+      if (fo !== undefined) {
+        stats.reconnectedWaits++;
+        startUs = fo + driftRng.int(1_000, 20_000);
+        // The new primary's replica is streaming (a failover ends any stall).
+        timeout = unlucky;
+        clock.at(startUs, () => {
+          startReplid = node.redis.replid;
+        });
+      }
+    }
+    const at = Math.max(startUs + (timeout ? WAIT_TIMEOUT_US : redisRng.int(200, 3_000)), node.fifoUs);
     node.fifoUs = at;
-    // The WAIT runs on the primary of now: a failover before it answers kills
-    // that connection (not durable), whatever the new primary holds.
-    const replid = node.redis.replid;
     return new Promise<boolean>((resolve) => {
       clock.at(at, () => {
         asyncTouched = true;
-        if (timeout || node.redis.replid !== replid) {
+        // The certificate (DESIGN §4): the WAIT covers its caller's write only
+        // if no failover came between the write and the answer (bug j: only
+        // between the WAIT's own start and the answer).
+        const certifiedReplid = opts.bugs.certifyAcrossFailover === true ? startReplid : writeReplid;
+        if (timeout || node.redis.replid !== certifiedReplid) {
           stats.waitFailures++;
           resolve(false);
           return;
@@ -485,11 +586,15 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   const startDaemon = (node: Node): void => {
     node.life++;
     const life = node.life;
+    // The daemon process's own watcher state (redis-port.ts drifting()).
+    const daemonDrift = new Set<SetupSetting>();
+    const drifting = () => daemonDrift.size > 0;
     const store: DaemonStore = createModelDaemonStore({
       region: node.id,
       redis: () => node.redis,
       exec: execFor(node, life),
       waitDurable: waitFor(node, life),
+      drifting,
     });
     const timers: DaemonTimers = {
       setTimeout: (fn, ms) =>
@@ -517,6 +622,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
         redis: () => node.redis,
         exec: execFor(node, life),
         waitDurable: waitFor(node, life),
+        drifting,
       }),
     );
     const effective = rolloutPolicyResolver(rollout, {
@@ -577,10 +683,17 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       },
     );
     node.daemon = daemon;
-    // redis-port.ts: the daemon process polls the primary's replication id.
+    // redis-port.ts: the daemon process polls the primary's replication id
+    // and re-checks the setup (createPrimaryWatcher).
     const poll = (): void => {
       if (node.life !== life) return;
-      void execFor(node, life)((now) => node.redis.checkPrimary(now));
+      void execFor(
+        node,
+        life,
+      )((now) => {
+        node.redis.checkPrimary(now);
+        watchSetup(node, daemonDrift, now);
+      });
       clock.schedule(PRIMARY_CHECK_US, poll);
     };
     clock.schedule(daemonRng.int(1, PRIMARY_CHECK_US), poll);
@@ -619,7 +732,8 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   // can forget only what was never handed out.
   const durable = (node: Node): boolean => {
     if (opts.bugs.undurableAdmissions === true) return true;
-    if (clock.nowUs() < node.stalledUntilUs || durableRng.chance(opts.faults.waitFailRate)) {
+    const lateLags = node.redis.lateReplicaLags() && opts.bugs.lateReplicaUncovered !== true;
+    if (clock.nowUs() < node.stalledUntilUs || lateLags || durableRng.chance(opts.faults.waitFailRate)) {
       stats.undurable++;
       return false;
     }
@@ -668,8 +782,8 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     const durationUs = workRng.int(opts.clients.leaseMinUs, opts.clients.leaseMaxUs);
     const known = limiterKnows(node); // the limiter resolves the policy before it calls Redis
     clock.schedule(redisRng.int(100, 2_000), () => {
-      if (!known) {
-        // GQ_ERR_POLICY_UNKNOWN: no lease (the release is not sent either).
+      if (!known || node.limiterDrift.size > 0) {
+        // GQ_ERR_POLICY_UNKNOWN, or setup drift: no lease (the release is not sent either).
         c.acquiring = false;
         return;
       }
@@ -737,6 +851,8 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       allowed = serveLeased(node, workRng.pick(node.clients), cost);
     } else if (!limiterKnows(node)) {
       allowed = false; // policy unknown: fails closed
+    } else if (node.limiterDrift.size > 0) {
+      allowed = false; // setup drift (limiter setup-drift.ts): the degraded deny
     } else {
       allowed = node.redis.check(node.view.limit, cost, localNow(node)) && durable(node);
       scheduleBreakpoints(node);
@@ -894,6 +1010,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       opts.faults.daemonDownAtFailoverUs > 0 ? faultRng.int(0, opts.faults.daemonDownAtFailoverUs) : -1;
     const downAfterUs =
       opts.faults.daemonDownAtFailoverUs > 0 ? faultRng.int(0, opts.faults.daemonDownAtFailoverUs) : 0;
+    node.failoversAt.push(at);
     if (downBeforeUs >= 0) clock.at(Math.max(0, at - downBeforeUs), () => killDaemon(node));
     // Longer than any stall (2 s) plus a stream interval (200 ms): the replica
     // holds exactly what it had received when the primary died.
@@ -904,6 +1021,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       node.redis.disarmReplica();
       stats.failovers++;
       stats.lostWrites += node.redis.failover();
+      promoted(node);
       node.stalledUntilUs = 0;
       scheduleBreakpoints(node);
       if (downBeforeUs >= 0) {
@@ -912,6 +1030,56 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
         });
       }
     });
+  }
+
+  // ---- issue 21: a replica attached late that lags, then promoted; eviction switched on for a while
+  for (let i = 0; i < (opts.faults.lateReplicas ?? 0); i++) {
+    const node = driftRng.pick(nodes);
+    const at = driftRng.int(500_000, Math.max(600_000, faultWindowEndUs - 2_500_000));
+    const promoteAt = at + driftRng.int(300_000, 2_500_000);
+    node.failoversAt.push(promoteAt);
+    clock.at(at, () => {
+      stats.lateReplicas++;
+      node.redis.attachLateReplica();
+    });
+    // The regular replica's copy is kept from then on (ModelRedis.armReplica):
+    // another failover in between may promote it.
+    clock.at(Math.max(0, promoteAt - REPLICA_ARM_US), () => node.redis.armReplica());
+    clock.at(promoteAt, () => {
+      node.redis.disarmReplica();
+      stats.failovers++;
+      stats.lostWrites += node.redis.failover();
+      promoted(node);
+      node.stalledUntilUs = 0;
+      scheduleBreakpoints(node);
+    });
+  }
+  for (let i = 0; i < (opts.faults.evictions ?? 0); i++) {
+    const node = driftRng.pick(nodes);
+    const at = driftRng.int(500_000, faultWindowEndUs);
+    const len = driftRng.int(300_000, 2_000_000);
+    clock.at(at, () => {
+      node.evictionWindows++;
+      node.redis.evicting = true;
+    });
+    clock.at(at + len, () => {
+      node.evictionWindows--;
+      node.redis.evicting = node.evictionWindows > 0;
+      if (!node.redis.evicting) node.pressure = false;
+    });
+  }
+  // The limiter process's own primary watcher (main.ts): only in runs with these faults (the
+  // daemon's watcher alone covers the replid otherwise, as the seed mix was built with).
+  if ((opts.faults.lateReplicas ?? 0) > 0 || (opts.faults.evictions ?? 0) > 0) {
+    for (const node of nodes) {
+      const tick = (): void => {
+        // main.ts: the limiter's watcher checks the replid first, then the setup.
+        node.redis.checkPrimary(localNow(node));
+        watchSetup(node, node.limiterDrift, localNow(node));
+        clock.schedule(PRIMARY_CHECK_US, tick);
+      };
+      clock.schedule(driftRng.int(1, PRIMARY_CHECK_US), tick);
+    }
   }
 
   // ---- policy changes (issue 15): each a proposal pushed into a random region's Redis at a
@@ -1059,6 +1227,9 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     lostWrites: stats.lostWrites,
     waitFailures: stats.waitFailures,
     undurableAdmissions: stats.undurable,
+    lateReplicas: stats.lateReplicas,
+    evictions: stats.evictions,
+    reconnectedWaits: stats.reconnectedWaits,
     policyCompletedUs: completedAllUs,
     events: clock.executed,
   };

@@ -50,8 +50,9 @@ export const DEFAULT_MODEL_OPTIONS: Omit<ModelOptions, "seed"> = {
  * The random scenario of a seed: 3–5 regions, limits, clock offsets at up to
  * the full 2ε spread, lossy/duplicating/reordering links, partitions, state
  * losses, daemon restarts, replica stalls and WAIT timeouts, failovers (some
- * with the daemon down), leased clients, a policy change. Overrides win (used
- * by the targeted tests).
+ * with the daemon down, some behind one address), a late replica, an
+ * eviction window, leased clients, a policy change. Overrides win (used by
+ * the targeted tests).
  */
 export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, "seed">> = {}): ModelOptions {
   const rng = new Rng(seed ^ 0x5eed);
@@ -107,5 +108,15 @@ export function scenarioFor(seed: number, overrides: Partial<Omit<ModelOptions, 
   }
   // GCRA (the other rate algorithm) on a quarter of the seeds without clients.
   const algorithm = clients.perRegionMax === 0 && rng.chance(0.25) ? "gcra" : "token_bucket";
-  return { ...base, algorithm, faults, clients, reweighting, ...overrides, seed };
+  // Issue 21 (own stream, so the draws above stay what they were): a quarter
+  // of the seeds get a late replica that lags and is promoted, a quarter an
+  // eviction window, half have their failovers behind one address.
+  const drift = new Rng(seed ^ 0x21d1);
+  const withDrift: ModelOptions["faults"] = {
+    ...faults,
+    lateReplicas: drift.chance(0.25) ? 1 : 0,
+    evictions: drift.chance(0.25) ? 1 : 0,
+    failoverBehindAddress: drift.chance(0.5),
+  };
+  return { ...base, algorithm, faults: withDrift, clients, reweighting, ...overrides, seed };
 }

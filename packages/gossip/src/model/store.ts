@@ -33,10 +33,17 @@ export interface ModelStoreEnv {
   exec<T>(op: (nowUs: number) => T): Promise<T>;
   /** WAIT 1 <timeout>: whether a replica acknowledged every write so far (runs after the script). */
   waitDurable(): Promise<boolean>;
+  /**
+   * The daemon's primary watcher found a checked setting unsafe (redis-port.ts
+   * drifting(): an evicting policy, an extra replica): grants, early returns
+   * and read-back loans are held. Absent: never.
+   */
+  readonly drifting?: () => boolean;
 }
 
 export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
   const region = env.region;
+  const drifted = env.drifting ?? (() => false);
   const appliedReturns = new Map<string, number>();
 
   const limitOf = (policy: KeyPolicy): KeyLimit => {
@@ -140,13 +147,15 @@ export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
       }
     },
 
-    waitDurable(policy) {
+    async waitDurable(policy) {
       limitOf(policy);
+      if (drifted()) return false;
       return env.waitDurable();
     },
 
     async grantLoan(policy, borrower, units) {
       const limit = limitOf(policy);
+      if (drifted()) return null;
       const loan = await env.exec((now) => env.redis().grant(limit, borrower, units, now));
       if (loan === undefined) return null;
       // A grant not yet on a replica is held back (redis-port.ts).
@@ -156,6 +165,7 @@ export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
 
     async returnLoan(policy, lender, _seq): Promise<ReturnedMark | null> {
       const limit = limitOf(policy);
+      if (drifted()) return null;
       const seq = await env.exec((now) => env.redis().giveBack(limit, lender, now));
       const durable = seq > 0 ? await env.waitDurable() : true;
       if (!durable || seq <= 0) return null;
@@ -172,7 +182,8 @@ export function createModelRolloutPort(env: ModelStoreEnv): RolloutPort {
     readSnapshotRaw: () => env.exec(() => env.redis().policy),
     async writeSnapshot(raw) {
       await env.exec(() => env.redis().writePolicy(raw));
-      return env.waitDurable();
+      // daemon main.ts: not durable while a setting drifted.
+      return (await env.waitDurable()) && env.drifting?.() !== true;
     },
     popProposals: (max) => env.exec(() => env.redis().proposals.splice(0, max).map(decodeProposal)),
     timeUs: () => env.exec((now) => now),

@@ -19,6 +19,21 @@ export interface PlantedBugs {
    * acked it, without the D + 2ε wait (the daemons' rollout waitUs = 0).
    */
   readonly growBeforeAllAcks?: boolean;
+  /**
+   * (h) issue 21: a replica attached after start is neither waited for (WAIT
+   * counts the configured replicas, not the connected ones) nor noticed by
+   * the primary watchers (the replica count checked only at start).
+   */
+  readonly lateReplicaUncovered?: boolean;
+  /** (i) issue 21: the primary watchers do not re-check maxmemory-policy (eviction checked only at start). */
+  readonly evictionUnnoticed?: boolean;
+  /**
+   * (j) issue 21: a WAIT certifies the writes of its caller when no failover
+   * happened between the WAIT's start and its answer (instead of between the
+   * write and the answer): a WAIT entered while the connection reconnected
+   * behind one address is answered by the new primary for a write made on the old one.
+   */
+  readonly certifyAcrossFailover?: boolean;
 }
 
 export interface FaultOptions {
@@ -50,6 +65,26 @@ export interface FaultOptions {
    * rolled out by the daemons (issue 15).
    */
   readonly policyChanges: number;
+  /**
+   * Late replicas (issue 21): a second replica attaches to a region's primary
+   * inside the fault window, lags (receives nothing more), and is promoted
+   * 0.3–2.5 s later. Default 0.
+   */
+  readonly lateReplicas?: number;
+  /**
+   * Evictions (issue 21): `maxmemory-policy` switched to an evicting one for
+   * 0.3–2 s. Memory pressure starts at the first primary-watcher tick after
+   * the switch (the model's reading of "the window between ticks", which it
+   * leaves out): from then until the switch back, the key is evicted every
+   * 50–400 ms. Default 0.
+   */
+  readonly evictions?: number;
+  /**
+   * Failovers keep the address (issue 21): a WAIT entered up to the WAIT
+   * timeout before a failover starts on the reconnected connection, i.e. on
+   * the new primary. Default false (a failover kills the connection).
+   */
+  readonly failoverBehindAddress?: boolean;
   /** Scripted state losses of region index `region` at `atUs` (targeted tests). */
   readonly wipes?: readonly { readonly atUs: number; readonly region: number }[];
   /** Scripted daemon outages of region index `region` over [atUs, untilUs) (targeted tests). */
@@ -163,6 +198,12 @@ export interface ModelResult {
   readonly waitFailures: number;
   /** Admissions and lease grants refused because their WAIT failed (durable admissions). */
   readonly undurableAdmissions: number;
+  /** Late replicas attached (issue 21). */
+  readonly lateReplicas: number;
+  /** Evictions of the key while a policy was evicting (issue 21). */
+  readonly evictions: number;
+  /** WAITs that a failover behind one address moved onto the new primary (issue 21). */
+  readonly reconnectedWaits: number;
   /** When every region's snapshot first had the last proposed policy version completed (undefined: never). */
   readonly policyCompletedUs: number | undefined;
   readonly events: number;
