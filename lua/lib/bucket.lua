@@ -12,6 +12,7 @@ local function settle(B, P, now)
     local dt = 0
     if t > ts then dt = t - ts end
     tk = math.min(P.C * s / U - o, tk + P.R * s / U * dt / 1000000)
+    rf_note(B.rf, t, P.C * s / U - o - tk)
     if t > ts then ts = t end
     s, o = sx[i + 1], sx[i + 2]
     i = i + 3
@@ -56,7 +57,7 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
   local rend = rec_end(born, P)
   local B = { kb = kb, kl = kl, kk = kk, vf = vf, marker = marker, rend = rend, hold = hold_end(born, P),
               recovering = now < rend, i = 1 }
-  local h = redis.call('HMGET', kb, vf, 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de')
+  local h = redis.call('HMGET', kb, vf, 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de', 'rf')
   B.xe, B.dg, B.de, B.has = h[8], h[9], h[10], h[2] ~= false
   if h[3] == marker and same_policy(h[7], P.pv) then
     B.ts, B.s, B.o = tonumber(h[2]), tonumber(h[4]), tonumber(h[5])
@@ -67,7 +68,9 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
       if v > B.ts then v = cap - rate * (v - B.ts) / 1000000 else v = cap end
     end
     B.tk = v
+    B.rf = rf_decode(h[11], B.ts)
     settle(B, P, now)
+    rf_note(B.rf, B.ts - 1, P.C * B.s / U - B.o - B.tk)
     return B
   end
   B.rebuilt = true
@@ -75,6 +78,9 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
   B.s, B.o, B.sx = build_schedule(ctx_book(B), ctx_leases(B), P, rend, B.hold, now)
   B.ts = now
   B.tk = 0
+  -- Nothing admitted before is kept out of a rebuilt bucket: a barrier (at now itself when a
+  -- policy change restarted it, which an admission of this very instant may precede).
+  if B.restarted then B.rf = { now, 0 } else B.rf = { now - 1, 0 } end
   if (not h[3] or h[3] ~= marker) and now >= rend + full_refill_us(P) then
     B.tk = P.C * B.s / U - B.o
   end
@@ -89,6 +95,7 @@ local function apply_share_change(B, P, now)
   B.rebuilt = true
   local cap = P.C * B.s / U - B.o
   if B.tk > cap then B.tk = cap end
+  rf_note_low(B.rf, B.ts, cap - B.tk)
 end
 
 -- Writes the bucket state; TTLs are the caller's (keep() or touch()).
@@ -98,13 +105,16 @@ local function store_bucket(B, P)
     local cap, rate = P.C * B.s / U - B.o, P.R * B.s / U
     if rate > 0 then v = B.ts + (cap - B.tk) * 1000000 / rate else v = B.ts end
   end
+  rf_note_low(B.rf, B.ts, P.C * B.s / U - B.o - B.tk)
+  local rf = rf_encode(B.rf, B.ts)
   if B.rebuilt then
     redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts), 's', fmt(B.s), 'o', fmt(B.o),
-      'sx', encode_sx(B.sx, B.i), 'inc', B.marker, 'pv', P.pv)
+      'sx', encode_sx(B.sx, B.i), 'inc', B.marker, 'pv', P.pv, 'rf', rf)
   elseif B.sched_dirty then
-    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts), 's', fmt(B.s), 'o', fmt(B.o), 'sx', encode_sx(B.sx, B.i))
+    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts), 's', fmt(B.s), 'o', fmt(B.o), 'sx', encode_sx(B.sx, B.i),
+      'rf', rf)
   else
-    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts))
+    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts), 'rf', rf)
   end
   B.has = true
 end
