@@ -11,10 +11,11 @@ local function settle(B, P, now)
     local t = sx[i]
     local dt = 0
     if t > ts then dt = t - ts end
+    local hcap = P.C * s / U - o -- this piece's capacity: its end's headroom for refunds
     tk = math.min(P.C * s / U - o, tk + P.R * s / U * dt / 1000000)
-    rf_note(B.rf, t, P.C * s / U - o - tk)
     if t > ts then ts = t end
     s, o = sx[i + 1], sx[i + 2]
+    rf_note(B.rf, t, hcap - tk)
     i = i + 3
   end
   local dt = 0
@@ -62,13 +63,13 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
   if h[3] == marker and same_policy(h[7], P.pv) then
     B.ts, B.s, B.o = tonumber(h[2]), tonumber(h[4]), tonumber(h[5])
     B.sx = decode_sx(h[6])
+    B.rf = rf_decode(h[11], B.ts)
     local v = tonumber(h[1])
     if gcra then
       local cap, rate = P.C * B.s / U - B.o, P.R * B.s / U
       if v > B.ts then v = cap - rate * (v - B.ts) / 1000000 else v = cap end
     end
     B.tk = v
-    B.rf = rf_decode(h[11], B.ts)
     settle(B, P, now)
     rf_note(B.rf, B.ts - 1, P.C * B.s / U - B.o - B.tk)
     return B
