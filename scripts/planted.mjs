@@ -1,9 +1,12 @@
 #!/usr/bin/env node
 // Runs the planted-bug table (test/planted/planted.json): for each row, a copy
 // of the repository with that row's patch applied runs exactly that row's
-// tests, which must fail. Prints caught / MISSED / STALE per row and exits 1
-// if any row is missed or stale (its original text no longer occurs exactly
-// once: the source moved on, update the row). Two rows run at a time.
+// tests, which must fail on an assertion. Prints caught / invalid / MISSED /
+// STALE / ERROR per row and exits 1 unless every row is caught: `invalid` when
+// the patch makes the code crash, fail to type-check or fail to load instead
+// of breaking the rule (scripts/planted-verdict.mjs tells which), STALE when an
+// original text no longer occurs exactly once (the source moved on: update the
+// row). Two rows run at a time.
 //
 //   node scripts/planted.mjs [--jobs N] [--table FILE] [id ...]
 // (--table: another table of the same format, e.g. to try a row against other tests)
@@ -24,6 +27,7 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { failuresOf, newTypeErrors, typeErrorsOf, verdictOf } from "./planted-verdict.mjs";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 let TABLE = join(ROOT, "test/planted/planted.json");
@@ -129,7 +133,7 @@ function run(cmd, args, cwd) {
   });
 }
 
-/** Runs one test entry in `dir`; returns the failed test names ([] when all passed). */
+/** Runs one test entry in `dir`; returns its failures ([] when all passed), each with its crash if any. */
 async function runTests(dir, t) {
   const report = join(dir, `.planted-${t.project}.json`);
   const args = ["run", "--project", t.project, t.file, "--reporter=json", `--outputFile=${report}`];
@@ -139,18 +143,26 @@ async function runTests(dir, t) {
     return { error: `vitest wrote no report (exit ${r.code}):\n${r.out.slice(-2000)}` };
   const j = JSON.parse(readFileSync(report, "utf8"));
   if (j.numTotalTests === 0) return { error: `no test matched ${t.file}${t.name ? ` -t ${t.name}` : ""}` };
-  const failed = [];
-  for (const f of j.testResults) {
-    for (const a of f.assertionResults) {
-      if (a.status === "failed")
-        failed.push(`${t.file} > ${a.fullName}: ${String(a.failureMessages?.[0] ?? "").split("\n")[0]}`);
-    }
-    if (f.status === "failed" && f.assertionResults.every((a) => a.status !== "failed")) {
-      failed.push(`${t.file}: ${String(f.message).split("\n")[0]}`);
-    }
+  const failed = failuresOf(j, t.file);
+  // An unhandled error (an async crash outside any test) fails the run but no test.
+  if (failed.length === 0 && r.code !== 0 && /Unhandled (?:Error|Rejection)/.test(r.out)) {
+    const at = r.out.search(/Unhandled (?:Error|Rejection)/);
+    failed.push({
+      test: t.file,
+      crash: `unhandled error: ${r.out.slice(at, at + 300).replace(/\s+/g, " ")}`,
+    });
   }
   return { failed };
 }
+
+/** `file: TSnnnn: text` for every tsc diagnostic in `dir` (the whole program, as `npm test` checks it). */
+async function typeErrors(dir) {
+  const r = await run(join(dir, "node_modules/.bin/tsc"), ["-p", "tsconfig.json", "--noEmit"], dir);
+  return typeErrorsOf(r.out);
+}
+
+/** The diagnostics of the unpatched tree (which need not be clean mid-edit), computed once. */
+let baseTypeErrors;
 
 async function runRow(row) {
   const started = Date.now();
@@ -158,11 +170,17 @@ async function runRow(row) {
   try {
     const stale = applyPatch(dir, row);
     if (stale !== undefined) return { row, verdict: "STALE", detail: stale, ms: Date.now() - started };
+    // A TypeScript patch that does not type-check would fail `npm test` before any test ran.
+    if (row.patch.some((p) => p.file.endsWith(".ts"))) {
+      baseTypeErrors ??= typeErrors(ROOT);
+      const added = newTypeErrors(await baseTypeErrors, await typeErrors(dir));
+      if (added.length > 0)
+        return { row, verdict: "invalid", detail: `type error: ${added[0]}`, ms: Date.now() - started };
+    }
     for (const t of row.tests) {
       const r = await runTests(dir, t);
       if (r.error !== undefined) return { row, verdict: "ERROR", detail: r.error, ms: Date.now() - started };
-      if (r.failed.length > 0)
-        return { row, verdict: "caught", detail: r.failed[0], ms: Date.now() - started };
+      if (r.failed.length > 0) return { row, ...verdictOf(r.failed), ms: Date.now() - started };
     }
     return {
       row,
@@ -186,7 +204,7 @@ async function worker() {
     const r = await runRow(row);
     results.push(r);
     process.stdout.write(
-      `${r.verdict.padEnd(6)} ${row.id.padEnd(30)} ${(r.ms / 1000).toFixed(1).padStart(5)}s  ${r.detail.slice(0, 240)}\n`,
+      `${r.verdict.padEnd(7)} ${row.id.padEnd(30)} ${(r.ms / 1000).toFixed(1).padStart(5)}s  ${r.detail.slice(0, 240)}\n`,
     );
   }
 }

@@ -3,7 +3,7 @@
 // in every source, test, Lua, script, model, JSON and Markdown file
 // (node_modules, dist, .tmp and hidden directories excluded). References to
 // other documents are qualified and skipped: "seed §N", "the seed's §N",
-// "RFC NNNN §N". Also: docs/design.md keeps the shared design's ten section
+// "RFC NNNN §N". Also: docs/design.md keeps the shared design's eleven section
 // headings, and its §10 names real tests and real rows of the planted table.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -141,9 +141,9 @@ describe("section and trap references (docs/design.md)", () => {
 
   it("a reference to a missing section or trap is reported with its file and line", () => {
     const trap = "trap"; // spelled apart so this file's own scan does not see the planted reference
-    const planted = `// see DESIGN ${SECTION}11 and ${SECTION}3.9, ${trap} 13\nok: ${SECTION}3.3, trap 12\n`;
+    const planted = `// see DESIGN ${SECTION}12 and ${SECTION}3.9, ${trap} 13\nok: ${SECTION}3.3, trap 12\n`;
     expect(unresolved(["planted.ts"], () => planted)).toEqual([
-      `planted.ts:1: "${SECTION}11" (section 11)`,
+      `planted.ts:1: "${SECTION}12" (section 12)`,
       `planted.ts:1: "${SECTION}3.9" (section 3.9)`,
       `planted.ts:1: "${trap} 13" (${trap} 13)`,
     ]);
@@ -151,7 +151,7 @@ describe("section and trap references (docs/design.md)", () => {
 });
 
 describe("docs/design.md", () => {
-  it("keeps the shared design's section numbers and headings (§1 … §10)", () => {
+  it("keeps the shared design's section numbers and headings (§1 … §11)", () => {
     const headings = design.split("\n").filter((l) => /^## \d+\. /.test(l));
     expect(headings).toEqual([
       "## 1. Guarantees",
@@ -164,6 +164,7 @@ describe("docs/design.md", () => {
       "## 8. Contract (black-box; tests and users rely on it)",
       "## 9. Known flaws of the seed's sample code (do better)",
       "## 10. Traps (each deserves a test that fails if it comes back)",
+      "## 11. Gateways (Envoy RLS, RLQS, nginx)",
     ]);
     expect([...targets().trap].map(Number).sort((a, b) => a - b)).toEqual([
       1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,

@@ -4,9 +4,26 @@
 //     against a real redis-server (Lua loaded from inside the @geoquota/redis tarball);
 //   - the CLI's `geoquota region --config F` from the installed bin (built JS,
 //     bundled per command, no tsx) answers POST /v1/check.
+//   - the library tarballs, installed with npm (not pnpm) into a fresh TypeScript
+//     app that registers geoquota's plugin and @fastify/rate-limit side by side
+//     (two route options, two FastifyContextConfig augmentations), type-check
+//     with tsc and serve one request through each plugin;
+//   - the published manifests: ranges for third-party dependencies, fastify a
+//     peer of the limiter, no workspace:* left, license/repository/engines, and
+//     the CLI without its development-only packages.
 // Needs the build (scripts/build.sh, run by the README's test command first).
+// npm fetches the third-party packages (versions pinned as in the workspace);
+// --prefer-offline takes them from npm's cache when it has them.
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,28 +35,63 @@ const packages = readdirSync(join(root, "packages")).sort();
 
 function run(cmd: string, args: string[], cwd: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(cmd, args, { cwd, timeout: 180_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+    execFile(cmd, args, { cwd, timeout: 300_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
       if (err) reject(new Error(`${cmd} ${args.join(" ")} failed in ${cwd}:\n${stdout}\n${stderr}`));
       else resolve(stdout);
     });
   });
 }
 
+/** A command's exit code and stderr (it is expected to fail). */
+function runStatus(cmd: string, args: string[], cwd: string): Promise<{ code: number; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { cwd, timeout: 60_000 }, (err, _stdout, stderr) => {
+      const code = err === null ? 0 : typeof err.code === "number" ? err.code : -1;
+      resolve({ code, stderr });
+    });
+  });
+}
+
+/** A version the workspace pins (root devDependencies or a package's dependencies), without a range. */
+function pinned(name: string): string {
+  const manifests = [
+    join(root, "package.json"),
+    ...packages.map((p) => join(root, "packages", p, "package.json")),
+  ];
+  for (const f of manifests) {
+    const m = JSON.parse(readFileSync(f, "utf8"));
+    const v = m.devDependencies?.[name] ?? m.dependencies?.[name];
+    if (typeof v === "string" && !v.startsWith("workspace:")) return v.replace(/^[\^~]/, "");
+  }
+  throw new Error(`no pinned version of ${name} in the workspace`);
+}
+
+/** Packs every workspace package into `dest` (pnpm pack rewrites workspace:* to the version). */
+async function packInto(dest: string): Promise<(p: string) => string> {
+  for (const p of packages) {
+    if (!existsSync(join(root, "packages", p, "dist", "index.js")))
+      throw new Error(`packages/${p}/dist missing: run scripts/build.sh (the test command does)`);
+    await run("pnpm", ["pack", "--pack-destination", dest], join(root, "packages", p));
+  }
+  return (p: string) => join(dest, readdirSync(dest).find((f) => f.startsWith(`geoquota-${p}-`)) ?? p);
+}
+
+let packed: Promise<(p: string) => string> | undefined;
+/** The tarballs, packed once for both consumers. */
+const packAll = () => {
+  packed ??= packInto(mkdtempSync(join(tmpdir(), "gq-packs-")));
+  return packed;
+};
+
 describe("packed tarballs install into an empty directory and work", () => {
   const work = mkdtempSync(join(tmpdir(), "gq-pack-"));
-  const packs = join(work, "packs");
   const consumer = join(work, "consumer");
   let redis: RedisServer;
   let child: ChildProcess | undefined;
 
   beforeAll(async () => {
-    for (const p of packages) {
-      if (!existsSync(join(root, "packages", p, "dist", "index.js")))
-        throw new Error(`packages/${p}/dist missing: run scripts/build.sh (the test command does)`);
-      await run("pnpm", ["pack", "--pack-destination", packs], join(root, "packages", p));
-    }
-    const tarball = (p: string) =>
-      `file:${join(packs, readdirSync(packs).find((f) => f.startsWith(`geoquota-${p}-`)) ?? p)}`;
+    const file = await packAll();
+    const tarball = (p: string) => `file:${file(p)}`;
     mkdirSync(consumer);
     writeFileSync(
       join(consumer, "package.json"),
@@ -86,7 +138,9 @@ describe("packed tarballs install into an empty directory and work", () => {
     const cli = JSON.parse(
       readFileSync(join(consumer, "node_modules", "@geoquota", "cli", "package.json"), "utf8"),
     );
-    expect(Object.keys(cli.dependencies)).not.toContain("tsx");
+    // Only what the installed commands run: no TypeScript runner, bench, simulation or Toxiproxy client.
+    for (const dev of ["tsx", "@geoquota/bench", "@geoquota/sim", "toxiproxy-node-client"])
+      expect(Object.keys(cli.dependencies)).not.toContain(dev);
     // The bin runs the bundled commands (scripts/bundle.mjs), as in the repository.
     const bundle = join(consumer, "node_modules", "@geoquota", "cli", "dist", "bundle");
     for (const f of ["main.js", "commands/region.js", "commands/gossip.js", "commands/cluster.js"])
@@ -97,6 +151,40 @@ describe("packed tarballs install into an empty directory and work", () => {
     const installed = readdirSync(join(consumer, "node_modules", ".pnpm"));
     expect(installed.some((d) => d.startsWith("@geoquota+procs@"))).toBe(true);
     expect(installed.filter((d) => d.startsWith("@geoquota+testkit@"))).toEqual([]);
+    expect(installed.filter((d) => d.startsWith("@geoquota+bench@"))).toEqual([]);
+  });
+
+  it("the installed CLI's bench says it needs a checkout (exit 2), not a module-not-found trace", async () => {
+    const r = await runStatus(
+      join(consumer, "node_modules", ".bin", "geoquota"),
+      ["bench", "--smoke"],
+      consumer,
+    );
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("geoquota bench runs from a checkout of the repository");
+    expect(r.stderr).not.toContain("ERR_MODULE_NOT_FOUND");
+  });
+
+  it("the published manifests: ranges, fastify a peer, no workspace:*, license/repository/engines", () => {
+    const store = join(consumer, "node_modules", ".pnpm");
+    for (const dir of readdirSync(store).filter((d) => d.startsWith("@geoquota+"))) {
+      const name = dir.slice("@geoquota+".length).split("@")[0]!;
+      const m = JSON.parse(
+        readFileSync(join(store, dir, "node_modules", "@geoquota", name, "package.json"), "utf8"),
+      );
+      expect(m.license, name).toBeTypeOf("string");
+      expect(m.repository?.directory, name).toBe(`packages/${name}`);
+      expect(m.engines?.node, name).toBe(">=20");
+      for (const [dep, spec] of Object.entries({ ...m.dependencies, ...m.peerDependencies })) {
+        expect(String(spec), `${name} → ${dep}`).not.toMatch(/^workspace:/);
+        if (!dep.startsWith("@geoquota/")) expect(String(spec), `${name} → ${dep}`).toMatch(/^\^/);
+      }
+      if (name === "limiter") {
+        expect(m.dependencies.fastify).toBeUndefined();
+        expect(m.peerDependencies.fastify).toBe("^5.0.0");
+        expect(m.dependencies["fastify-plugin"]).toMatch(/^\^/);
+      }
+    }
   });
 
   it("the library decides checks on a real Redis", async () => {
@@ -158,4 +246,155 @@ await store.close(); redis.disconnect();`,
     // The same Redis was initialised fresh by the previous test: the bucket starts full (2 tokens).
     expect([await check(), await check(), await check()]).toEqual([200, 200, 429]);
   }, 120_000);
+});
+
+// The plugin beside @fastify/rate-limit in one TypeScript app, installed with npm.
+describe("npm: the packed libraries in a TypeScript app with @fastify/rate-limit", () => {
+  const work = mkdtempSync(join(tmpdir(), "gq-npm-"));
+  const app = join(work, "app");
+  let redis: RedisServer;
+  // The limiter and the workspace packages it depends on (each a direct dependency, so
+  // npm takes them from the tarballs: the manifests name them at version 0.1.0).
+  const libraries = ["config", "crdt", "lease", "limiter", "redis", "rollout"];
+
+  beforeAll(async () => {
+    const file = await packAll();
+    mkdirSync(join(app, "src"), { recursive: true });
+    writeFileSync(
+      join(app, "package.json"),
+      JSON.stringify({
+        name: "npm-consumer",
+        private: true,
+        type: "module",
+        dependencies: {
+          ...Object.fromEntries(libraries.map((p) => [`@geoquota/${p}`, `file:${file(p)}`])),
+          // The limiter's peer, and the other plugin: the workspace's versions.
+          fastify: pinned("fastify"),
+          "@fastify/rate-limit": pinned("@fastify/rate-limit"),
+          ioredis: pinned("ioredis"),
+          "@types/node": pinned("@types/node"),
+        },
+        // As in the workspace: fastify's light-my-request 6.6.0 runs on Node 20.
+        overrides: { "light-my-request": "6.6.0" },
+      }),
+    );
+    writeFileSync(
+      join(app, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "ES2022",
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          strict: true,
+          noEmit: true,
+          types: ["node"],
+          // The packages' declarations are checked too: TS2717 (two plugins declaring one
+          // route option with different types) is an error in a declaration file.
+          skipLibCheck: false,
+        },
+        include: ["src"],
+      }),
+    );
+    // Both route options in one app: `geoquota` (ours) and `rateLimit` (theirs) — before
+    // the rename this was TS2717 (two declarations of `rateLimit` with different types).
+    writeFileSync(
+      join(app, "src", "server.ts"),
+      `import rateLimit from "@fastify/rate-limit";
+import { parsePolicies, parseRegionConfig } from "@geoquota/config";
+import { createRedisStore, type GeoquotaPluginOptions, geoquotaRateLimit, initFreshRegion, Limiter } from "@geoquota/limiter";
+import Fastify from "fastify";
+import { Redis } from "ioredis";
+
+const url = process.argv[2];
+if (url === undefined) throw new Error("usage: server.js REDIS_URL");
+const redis = new Redis(url);
+await initFreshRegion(redis);
+const config = parseRegionConfig(
+  {
+    region: "solo",
+    listen: { host: "127.0.0.1", port: 0 },
+    redis: { url },
+    regions: [{ id: "solo", gossip: "127.0.0.1:1" }],
+    gossip: { listen: { host: "127.0.0.1", port: 1 }, plaintext: true },
+    sharedSecret: "npm-consumer-shared-secret",
+    adminToken: "npm-consumer-admin-token",
+  },
+  { file: "inline", env: {} },
+);
+const policies = parsePolicies({ default: { capacity: 1, refillPerSecond: 0.001 } }, "inline", ["solo"]);
+const store = createRedisStore({
+  redis,
+  region: "solo",
+  timing: { epsilonUs: config.lease.epsilonMs * 1000, loanDurationUs: config.lease.loanDurationMs * 1000 },
+});
+const limiter = new Limiter({ store, config, policies });
+const options: GeoquotaPluginOptions = { limiter, key: { header: "x-tenant-id" }, hook: "onRequest" };
+const app = Fastify();
+await app.register(rateLimit, { global: false });
+await app.register(geoquotaRateLimit, options);
+app.get("/ours", { config: { geoquota: { resource: "ours" } } }, async () => ({ by: "geoquota" }));
+app.get("/theirs", { config: { rateLimit: { max: 1, timeWindow: 60_000 } } }, async () => ({ by: "fastify-rate-limit" }));
+const hit = async (path: string) => {
+  const r = await app.inject({ method: "GET", url: path, headers: { "x-tenant-id": "acme" } });
+  return { status: r.statusCode, policy: r.headers["ratelimit-policy"] !== undefined, legacy: r.headers["x-ratelimit-limit"] };
+};
+const out = { ours: [await hit("/ours"), await hit("/ours")], theirs: [await hit("/theirs"), await hit("/theirs")] };
+console.log(JSON.stringify(out));
+await app.close();
+await store.close();
+redis.disconnect();
+`,
+    );
+    await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"], app);
+    redis = await startRedis();
+  }, 900_000);
+
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  it("npm installed the tarballs (workspace:* rewritten) with fastify once, as the limiter's peer", () => {
+    const m = JSON.parse(
+      readFileSync(join(app, "node_modules", "@geoquota", "limiter", "package.json"), "utf8"),
+    );
+    expect(m.peerDependencies).toEqual({ fastify: "^5.0.0" });
+    expect(existsSync(join(app, "node_modules", "@geoquota", "limiter", "node_modules", "fastify"))).toBe(
+      false,
+    );
+    expect(existsSync(join(app, "node_modules", "fastify-plugin"))).toBe(true);
+  });
+
+  it("type-checks with tsc: both plugins' route options in one app", async () => {
+    const tsc = join(root, "node_modules", ".bin", "tsc");
+    await run(tsc, ["-p", "tsconfig.json"], app);
+    // And the check is real: our option with their type is refused.
+    const bad = join(app, "src", "bad.ts");
+    writeFileSync(
+      bad,
+      `import Fastify from "fastify";
+import "@geoquota/limiter";
+Fastify().get("/x", { config: { geoquota: { max: 1 } } }, async () => 1);
+`,
+    );
+    const r = await runStatus(tsc, ["-p", "tsconfig.json"], app);
+    rmSync(bad);
+    expect(r.code).not.toBe(0);
+  }, 120_000);
+
+  it("runs: one request through each plugin, then each denies its own way", async () => {
+    const built = join(app, "server.mjs");
+    // tsc type-checked; esbuild (the workspace's) strips the types for Node 20 to run.
+    await run(
+      join(root, "node_modules", ".bin", "esbuild"),
+      ["src/server.ts", "--format=esm", "--platform=node", `--outfile=${built}`],
+      app,
+    );
+    const out = JSON.parse((await run(process.execPath, [built, redis.url], app)).trim());
+    expect(out.ours).toEqual([
+      { status: 200, policy: true, legacy: "1" },
+      { status: 429, policy: true, legacy: "1" },
+    ]);
+    expect(out.theirs[0]).toMatchObject({ status: 200, policy: false });
+    expect(out.theirs[1]).toMatchObject({ status: 429, policy: false });
+  }, 60_000);
 });

@@ -15,7 +15,7 @@ local function settle(B, P, now)
     tk = math.min(P.C * s / U - o, tk + P.R * s / U * dt / 1000000)
     if t > ts then ts = t end
     s, o = sx[i + 1], sx[i + 2]
-    rf_note(B.rf, t, hcap - tk)
+    if B.rf then rf_note(B.rf, t, hcap - tk) end -- (carried_level's bucket keeps none)
     i = i + 3
   end
   local dt = 0
@@ -48,10 +48,31 @@ local function same_policy(stored, pv)
   return stored == pv or (stored ~= false and (stored .. ':L' == pv or stored == pv .. ':L'))
 end
 
+-- The level a bucket of another policy of the same algorithm carries over (DESIGN §3 "a change
+-- that keeps the algorithm carries the bucket's level over"): settled to now under its own policy
+-- (C and r from its fingerprint `alg:C:r:…`, its own share schedule), as if the change had not
+-- happened; the caller clamps it to the new capacity. nil: another algorithm (restart empty).
+local function carried_level(h, P, now)
+  local alg, c, r = string.match(h[7] or '', '^([^:]+):([^:]+):([^:]+):')
+  if alg ~= P.alg or not h[1] or not h[2] then return nil end
+  local O = { C = tonumber(c), R = tonumber(r) }
+  local T = { ts = tonumber(h[2]), s = tonumber(h[4]), o = tonumber(h[5]), sx = decode_sx(h[6]), i = 1 }
+  local v = tonumber(h[1])
+  if P.alg == 'gcra' then
+    local cap, rate = O.C * T.s / U - T.o, O.R * T.s / U
+    if v > T.ts then v = cap - rate * (v - T.ts) / 1000000 else v = cap end
+  end
+  T.tk = v
+  settle(T, O, now)
+  return T.tk
+end
+
 -- Loads P:b settled to now. A missing bucket or one of another incarnation
 -- is created now: empty before recoveryEnd + C/r, full after (DESIGN §4); one
--- of another policy restarts empty (B.restarted: callers store it even on a
--- denial, else it would be rebuilt empty at every check and never refill).
+-- of another policy (B.restarted: callers store it even on a denial, else it
+-- would be rebuilt at every check and never refill under the new policy) keeps
+-- its level, clamped to the new capacity, when the algorithm is the same, and
+-- restarts empty under another algorithm (its tokens were in other units).
 local function load_bucket(kb, kl, kk, P, marker, born, now)
   local gcra = P.alg == 'gcra'
   local vf = gcra and 'ta' or 'tk'
@@ -84,6 +105,14 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
   if B.restarted then B.rf = { now, 0 } else B.rf = { now - 1, 0 } end
   if (not h[3] or h[3] ~= marker) and now >= rend + full_refill_us(P) then
     B.tk = P.C * B.s / U - B.o
+  end
+  if B.restarted then
+    local lvl = carried_level(h, P, now)
+    if lvl then
+      local cap = P.C * B.s / U - B.o
+      if lvl > cap then lvl = cap end
+      B.tk = lvl
+    end
   end
   return B
 end

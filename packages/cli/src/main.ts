@@ -2,7 +2,9 @@
 // wires them and maps errors to exit codes (2: bad flag or config).
 import { CONFIG_ERROR_CODE } from "@geoquota/config";
 import { buildProgram } from "./program.js";
+import { guardStdout } from "./stdout.js";
 
+guardStdout();
 const program = buildProgram();
 try {
   await program.parseAsync(process.argv);

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { Command, type CommanderError, Option } from "commander";
 import { parseDuration, parseIntFlag, UsageError } from "./errors.js";
 
@@ -11,10 +12,33 @@ function action(load: Lazy) {
   };
 }
 
+/** The CLI package's version (its package.json sits one folder up from src/ and from dist/). */
+function cliVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+    version?: unknown;
+  };
+  return typeof pkg.version === "string" ? pkg.version : "unknown";
+}
+
+/**
+ * A command that needs one of the CLI's development dependencies (the bench):
+ * from an installed package, a clear error instead of a module-not-found trace.
+ */
+async function devOnly(pkg: string, command: string): Promise<void> {
+  try {
+    import.meta.resolve(pkg);
+  } catch {
+    throw new UsageError(
+      `geoquota ${command} runs from a checkout of the repository: it needs ${pkg}, a development dependency of @geoquota/cli that an installed package does not have`,
+    );
+  }
+}
+
 /** Builds the CLI. Commander's own usage errors exit 2, like ours. */
 export function buildProgram(): Command {
   const program = new Command("geoquota")
     .description("Multi-region quota coordinator: one global limit, enforced locally in every region")
+    .version(cliVersion(), "-V, --version", "print the version of geoquota")
     .showHelpAfterError()
     .exitOverride((err: CommanderError) => {
       if (
@@ -50,8 +74,17 @@ export function buildProgram(): Command {
     .option("--toxiproxy", "put every gossip link and limiter→Redis link behind a Toxiproxy proxy", false)
     .option(
       "--json",
-      "print one JSON line describing the cluster once every limiter is ready and every gossip daemon up",
+      "print one JSON line describing the cluster (URLs, admin token, pids, configs, log files) once every limiter is ready and every gossip daemon up",
       false,
+    )
+    .option(
+      "--logs",
+      "also print every process's log lines, prefixed with its name (to stderr with --json; colour only on a terminal without NO_COLOR)",
+      false,
+    )
+    .option(
+      "--log-dir <dir>",
+      "one log file per process here (default: a new directory under the OS temp dir, printed; kept after stop)",
     )
     .action(action(() => import("./commands/cluster.js")));
 
@@ -61,8 +94,8 @@ export function buildProgram(): Command {
       "the main job: a local cluster with traffic through scenarios, a live view and an HTML report",
     )
     .addOption(
-      new Option("--duration <d>", "total duration, e.g. 90s")
-        .default(90_000)
+      new Option("--duration <d>", "total duration, e.g. 90s, 2m or 1500ms (a bare number is seconds)")
+        .default(90_000, "90s")
         .argParser((v) => parseDuration("--duration", v)),
     )
     .option(
@@ -83,8 +116,8 @@ export function buildProgram(): Command {
       parseIntFlag("--seed", v, 0, 2 ** 31 - 1),
     )
     .addOption(
-      new Option("--duration <d>", "per-scenario duration")
-        .default(20_000)
+      new Option("--duration <d>", "per-scenario duration, e.g. 20s (a bare number is seconds)")
+        .default(20_000, "20s")
         .argParser((v) => parseDuration("--duration", v)),
     )
     .option("--scenario <name>", "a scenario name or random", "all")
@@ -96,7 +129,7 @@ export function buildProgram(): Command {
     .description("benchmarks side by side (ratios measured in one run)")
     .option("--smoke", "a few seconds per figure; for CI", false)
     .option("--out <file>", "JSON results path", "reports/bench.json")
-    .action(action(() => import("./commands/bench.js")));
+    .action(action(() => devOnly("@geoquota/bench", "bench").then(() => import("./commands/bench.js"))));
 
   const policy = program
     .command("policy")

@@ -173,6 +173,11 @@ export const RegionConfigSchema = z
      * `allowed` from the body and treat any non-2xx as a transport error.
      */
     deniedStatus: z.literal([429, 200], { error: "expected 429 or 200" }).default(429),
+    /**
+     * The `pk` parameter of the RateLimit headers: `hash` (an HMAC of the key,
+     * default: end clients never see tenant ids), `raw` (the stored key), `omit`.
+     */
+    partitionKey: z.enum(["hash", "raw", "omit"]).default("hash"),
     keyHashSecret: SecretRefSchema.optional(),
     leased: leasedSchema,
     refund: refundSchema,

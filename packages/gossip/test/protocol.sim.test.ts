@@ -91,6 +91,35 @@ describe("replicated policy versions (issue 15): the daemons roll out proposals 
   }, 600_000);
 });
 
+describe("window algorithms across rollouts (trap 8, docs/design.md §3.5)", () => {
+  // Re-weighting proposals at random times, every region over its slice most of the time (a
+  // window of 8 s is longer than the D + 2ε growth wait, so a growth without the window wait
+  // lands mid-window): Σ over regions of one window's admissions ≤ C, checked at each admission.
+  it("fixed window, sliding counter, sliding log: one window's admissions ≤ C before, across and after one or two re-weightings", async () => {
+    const algorithms = ["fixed_window", "sliding_window", "sliding_log"] as const;
+    let completed = 0;
+    await runSeedsAsync("window re-weighting", { count: 12 }, async (seed) => {
+      const base = scenarioFor(seed, { durationUs: 45_000_000, quiesceUs: 30_000_000 });
+      const r = await runModel({
+        ...base,
+        algorithm: algorithms[seed % 3] as (typeof algorithms)[number],
+        windowMs: 20_000,
+        capacity: 60,
+        refillPerSecond: 20,
+        demand: { kind: "phases", phases: [{ atUs: 0, rates: [3, 3, 3] }] },
+        regions: 2 + (seed % 2),
+        clients: DEFAULT_MODEL_OPTIONS.clients,
+        faults: { ...QUIET, policyChanges: 1 + (seed % 2), partitionEveryUs: seed % 4 === 0 ? 6_000_000 : 0 },
+      });
+      mustPass(r);
+      expect(r.admitted, `seed ${seed}: nothing admitted`).toBeGreaterThan(0);
+      // A drawn split equal to the old one is no new version (nothing to complete).
+      if (r.policyCompletedUs !== undefined) completed++;
+    });
+    expect(completed).toBeGreaterThanOrEqual(8);
+  }, 300_000);
+});
+
 describe("replay", () => {
   it("a seed replays exactly (same events, admissions, loans, leases)", async () => {
     for (const seed of [7, 11]) {

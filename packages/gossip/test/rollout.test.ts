@@ -27,6 +27,7 @@ import {
 const IDS = ["a", "b", "c"];
 const STALE_MS = 1000;
 const WAIT_US = 3_500_000;
+const MARGIN_US = 200_000;
 const pol = (c: number, r = c) => ({ default: { capacity: c, refillPerSecond: r } });
 
 const emptyStore: DaemonStore = {
@@ -100,6 +101,7 @@ function cluster(seeded = true) {
         regions: IDS,
         limiterStaleMs: STALE_MS,
         waitUs: WAIT_US,
+        windowMarginUs: MARGIN_US,
         seedPolicies: () => pol(10),
         parse: (raw, label) => parsePolicies(raw, label, IDS),
         now: () => clock.us / 1000,
@@ -173,6 +175,32 @@ describe("the rollout through the daemon", () => {
       expect(capacityAt(n.step, n.id)).toBe(20);
       expect(n.port.snapshot().docs.map((d) => d.version)).toEqual([1]);
     }
+    expect(c.errors).toEqual([]);
+  });
+
+  it("a change of a window-algorithm key grows one window W + 2ε later; other changes do not wait for it", async () => {
+    const c = cluster();
+    await c.rounds(1);
+    const windowed = (weights: Record<string, number>, capacity = 10) => ({
+      ...pol(capacity),
+      policies: [
+        { tenant: "w", resource: "api", algorithm: "fixed_window", capacity: 100, windowMs: 2000, weights },
+      ],
+    });
+    const growWait = async (proposalId: string, policies: unknown) => {
+      c.node("a").port.push({ proposalId, policies, at: 1 });
+      while (c.node("b").port.snapshot().phase !== "waiting") await c.rounds(1);
+      const snap = c.node("b").port.snapshot();
+      const wait = (snap.growAtUs as number) - (snap.allAckedAtUs as number);
+      while (c.node("b").port.snapshot().phase !== "stable") await c.rounds(1);
+      return wait;
+    };
+    // The key w/api goes from the default token bucket to a fixed window: its window + 2ε more.
+    expect(await growWait("p1", windowed({ a: 3, b: 1, c: 1 }))).toBe(WAIT_US + 2_000_000 + MARGIN_US);
+    // Re-weighting the window key (bases move mid-window otherwise): the same.
+    expect(await growWait("p2", windowed({ a: 1, b: 3, c: 1 }))).toBe(WAIT_US + 2_000_000 + MARGIN_US);
+    // A token-bucket raise with the window key as it was: D + 2ε only.
+    expect(await growWait("p3", windowed({ a: 1, b: 3, c: 1 }, 20))).toBe(WAIT_US);
     expect(c.errors).toEqual([]);
   });
 

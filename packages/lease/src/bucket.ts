@@ -61,12 +61,38 @@ export function scheduleFor(key: KeyState, limit: KeyLimit, timing: Timing, mark
 }
 
 /**
+ * The level a stored bucket of another policy carries over when the algorithm
+ * is the same (DESIGN §3: raising a customer's limit must not empty its
+ * bucket): settled to `nowUs` under its own policy (C and r from its
+ * fingerprint, its own share schedule), as lua/lib/bucket.lua carried_level.
+ * Undefined for another algorithm (the bucket restarts empty).
+ */
+function carriedLevel(
+  b: NonNullable<KeyState["bucket"]>,
+  limit: KeyLimit,
+  nowUs: number,
+): number | undefined {
+  const [alg, c, r] = b.pv.split(":");
+  if (alg !== limit.algorithm || c === undefined || r === undefined) return undefined;
+  const C = Number(c);
+  const R = Number(r);
+  const sc = b.schedule;
+  const tokens =
+    limit.algorithm === "gcra"
+      ? tokensFromTat(b.value, b.tsUs, capacityOf(C, sc.share, sc.outstanding), rateOf(R, sc.share))
+      : b.value;
+  return settle(tokens, b.tsUs, sc, C, R, nowUs).tokens;
+}
+
+/**
  * Loads `P:b` and settles it to `nowUs`. A missing bucket, or one of another
  * incarnation, is created now: empty before recoveryEnd + C/r (it may have
  * been empty before the state loss), full after. A bucket of another policy
- * restarts empty (its tokens were counted in other units); a check stores
- * it even on a denial, so it refills from then on (a key never denies forever
- * after a policy change).
+ * keeps its level (settled under the old policy, clamped to the new capacity)
+ * when the algorithm is the same, and restarts empty under another algorithm
+ * (its tokens were counted in other units); a check stores it even on a
+ * denial, so it refills under the new policy from then on (a key never denies
+ * forever after a policy change).
  */
 export function loadBucket(
   region: RegionState,
@@ -108,6 +134,15 @@ export function loadBucket(
   const samePolicyMissing = b === undefined || b.inc !== marker;
   if (samePolicyMissing && nowUs >= recEnd + fullRefillUs(C, R)) {
     tokens = capacityOf(C, schedule.share, schedule.outstanding);
+  }
+  if (b !== undefined && b.inc === marker) {
+    const level = carriedLevel(b, limit, nowUs);
+    if (level !== undefined) {
+      // As the Lua's `if lvl > cap then lvl = cap end` (the same double, signed zeros included).
+      const cap = capacityOf(C, schedule.share, schedule.outstanding);
+      tokens = level;
+      if (tokens > cap) tokens = cap;
+    }
   }
   return {
     tokens,

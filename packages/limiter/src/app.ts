@@ -1,7 +1,7 @@
 // The region's HTTP service (DESIGN §8). Built by buildApp(deps) and tested
 // with app.inject(); only main.ts listens.
 import { createHash, timingSafeEqual } from "node:crypto";
-import type { PolicySet, RegionConfig } from "@geoquota/config";
+import { type PolicySet, quotaKey, type RegionConfig } from "@geoquota/config";
 import Fastify, {
   LogController,
   type FastifyError,
@@ -12,7 +12,8 @@ import Fastify, {
 import { Registry } from "prom-client";
 import type { MonotonicClock } from "./clock.js";
 import { ERRORS, errorBody, LimiterError } from "./errors.js";
-import { decisionBody, rateLimitHeaders } from "./headers.js";
+import { decisionBody, type HeaderOptions, rateLimitHeaders } from "./headers.js";
+import { PROBLEM_JSON, prefersProblem, problemOf, quotaExceeded } from "./problem.js";
 import { type CheckResult, Limiter } from "./limiter.js";
 import { documentOf, type PolicyAdmin, StaticPolicies } from "./policy-source.js";
 import { registerPolicyRoutes } from "./policy-routes.js";
@@ -55,7 +56,7 @@ export type AppConfig = Pick<
   | "adminToken"
   | "refund"
 > &
-  Partial<Pick<RegionConfig, "deniedStatus">> & {
+  Partial<Pick<RegionConfig, "deniedStatus" | "partitionKey">> & {
     readonly keyHashSecret?: string;
     /** Key parts are hashed with keyHashSecret, else a secret derived from this (same in every region). */
     readonly sharedSecret?: string;
@@ -115,7 +116,9 @@ const CHECK_DOC: RouteDoc = {
     "Single form `{tenant, resource, cost?}`, or compound `{limits: [...]}`. Denied: 429, or 200 with " +
     "`allowed: false` when the region config says `deniedStatus: 200`. A deny-listed key: 403 " +
     "(`reason: deny_list`, no RateLimit headers). An allow-listed key: 200 (`reason: allow_list`) " +
-    "without touching the store. Shadow policies: 200, `wouldDeny` tells the policy's own verdict.",
+    "without touching the store. Shadow policies: 200, `wouldDeny` tells the policy's own verdict. " +
+    "With `Accept: application/problem+json`, a 429 is the ratelimit draft's quota-exceeded problem " +
+    "(RFC 9457) and errors are about:blank problems.",
   tags: ["limits"],
   responses: {
     200: {
@@ -125,6 +128,7 @@ const CHECK_DOC: RouteDoc = {
     },
     400: badRequest,
     403: { description: "the key is on the deny list (`reason: deny_list`)", schema: CheckResponseSchema },
+    415: { description: "the body is not application/json", schema: ErrorSchema },
     429: {
       description: "denied",
       schema: CheckResponseSchema,
@@ -137,10 +141,12 @@ function digest(s: string): Buffer {
   return createHash("sha256").update(s).digest();
 }
 
-/** Maps Fastify's own errors (bad JSON, body too large) into the catalog. */
+/** Maps Fastify's own errors (bad JSON, body too large, wrong content type) into the catalog. */
 function toLimiterError(err: FastifyError): LimiterError {
   if (err instanceof LimiterError) return err;
   if (err.statusCode === 413) return new LimiterError("GQ_ERR_PAYLOAD_TOO_LARGE");
+  if (err.statusCode === 415)
+    return new LimiterError("GQ_ERR_UNSUPPORTED_MEDIA_TYPE", `body: ${err.message}`, { field: "body" });
   if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
     return new LimiterError("GQ_ERR_INVALID_BODY", `body: ${err.message}`, { field: "body" });
   }
@@ -155,6 +161,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const metrics = createMetrics(registry, {
     resourceLabel: (r) =>
       limiterRef !== undefined && configuredResources(limiterRef.policies).has(r) ? r : OTHER_RESOURCE,
+    // A removed policy's series go at the next scrape (the labels stay bounded by the config).
+    isLive: (keyClass, resource) => {
+      if (limiterRef === undefined) return true;
+      const p = limiterRef.policies;
+      if (resource === OTHER_RESOURCE) return keyClass === "default";
+      if (!configuredResources(p).has(resource)) return false;
+      return keyClass === "default" || p.entries.has(quotaKey(keyClass, resource));
+    },
   });
   metrics.breakerState.set(0);
   const limiter = new Limiter({
@@ -191,9 +205,38 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     else app.log.info(fields, `redis breaker ${s === "closed" ? "closed" : "half-open"}`);
   });
   app.decorate("limiter", limiter);
+  // Every route takes JSON: a text/plain body is a 415 (Fastify's error), not a string for the schema to refuse.
+  app.removeContentTypeParser("text/plain");
   app.setValidatorCompiler(zodValidatorCompiler);
   // Before any route: /openapi.json lists exactly what is registered.
   const routes = collectRoutes(app);
+  // Method and path pattern of every route: a known path with another method is a 405, not a 404.
+  const routeMethods: { pattern: RegExp; methods: readonly string[] }[] = [];
+  app.addHook("onRoute", (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    const pattern = new RegExp(
+      `^${route.url.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z0-9_]+/g, "[^/]+")}/?$`,
+    );
+    routeMethods.push({ pattern, methods });
+  });
+  const headerOptions: HeaderOptions = {
+    partitionKey: deps.config.partitionKey ?? "hash",
+    partitionKeySecret: limiter.partitionKeySecret,
+  };
+  /** An error or a non-decision body: problem details when the client asked for them (RFC 9457). */
+  const sendError = (req: FastifyRequest, reply: FastifyReply, e: LimiterError, extra = {}) =>
+    prefersProblem(req.headers.accept)
+      ? reply.code(e.statusCode).type(PROBLEM_JSON).send(problemOf(e, extra))
+      : reply.code(e.statusCode).send({ ...errorBody(e), ...extra });
+  /** A denial's body: the decision JSON, or the draft's quota-exceeded problem when asked for. */
+  const sendDenied = (req: FastifyRequest, reply: FastifyReply, r: CheckResult, body: object) => {
+    if (deniedStatus !== 429 || !prefersProblem(req.headers.accept))
+      return reply.code(deniedStatus).send(body);
+    return reply
+      .code(429)
+      .type(PROBLEM_JSON)
+      .send(quotaExceeded([r.scope], `quota exceeded for this key's ${r.scope} policy`, body));
+  };
   const deniedStatus = deps.config.deniedStatus ?? 429;
   // Leases held by this process go back to the bucket on shutdown; the store is the caller's.
   const policyAdmin =
@@ -221,12 +264,29 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         "5xx response",
       );
     }
-    return reply.code(e.statusCode).send(errorBody(e));
+    return sendError(req, reply, e);
   });
   app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split("?")[0] ?? req.url;
+    const allow = [
+      ...new Set(routeMethods.filter((r) => r.pattern.test(path)).flatMap((r) => r.methods)),
+    ].sort();
+    if (allow.length > 0) {
+      const e = new LimiterError(
+        "GQ_ERR_METHOD_NOT_ALLOWED",
+        `${req.method} ${path}: allowed ${allow.join(", ")}`,
+      );
+      return sendError(req, reply.header("allow", allow.join(", ")), e);
+    }
     const e = new LimiterError("GQ_ERR_NOT_FOUND", `no route ${req.method} ${req.url}`);
-    return reply.code(404).send(errorBody(e));
+    return sendError(req, reply, e);
   });
+
+  /** A deny-listed key: 403, the decision as its body (problem details with its code when asked for). */
+  const denyListedReply = (req: FastifyRequest, reply: FastifyReply, body: object) =>
+    prefersProblem(req.headers.accept)
+      ? sendError(req, reply, new LimiterError("GQ_ERR_DENY_LISTED"), body)
+      : reply.code(403).send(body);
 
   const adminDigest = digest(deps.config.adminToken);
   const requireAdmin = async (req: FastifyRequest): Promise<void> => {
@@ -259,9 +319,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         const denyListed = binding.reason === "deny_list";
         // A deny list is not a rate limit: no RateLimit headers, no Retry-After.
         if (!denyListed)
-          reply.headers(rateLimitHeaders({ ...binding, allowed: r.allowed, degraded: r.degraded }));
+          reply.headers(
+            rateLimitHeaders({ ...binding, allowed: r.allowed, degraded: r.degraded }, headerOptions),
+          );
         const shadowParts = r.parts.filter((p) => p.wouldDeny !== undefined);
-        return reply.code(r.allowed ? 200 : denyListed ? 403 : deniedStatus).send({
+        const compound = {
           ...decisionBody(binding),
           allowed: r.allowed,
           degraded: r.degraded,
@@ -273,12 +335,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
             ...decisionBody(p),
             ...receiptField(p),
           })),
-        });
+        };
+        if (r.allowed) return reply.code(200).send(compound);
+        if (denyListed) return denyListedReply(req, reply, compound);
+        return sendDenied(req, reply, binding, compound);
       }
       const r = await limiter.check(body.tenant, body.resource, body.cost);
-      if (r.reason === "deny_list") return reply.code(403).send(decisionBody(r));
-      reply.headers(rateLimitHeaders(r));
-      return reply.code(r.allowed ? 200 : deniedStatus).send({ ...decisionBody(r), ...receiptField(r) });
+      if (r.reason === "deny_list") return denyListedReply(req, reply, decisionBody(r));
+      reply.headers(rateLimitHeaders(r, headerOptions));
+      const single = { ...decisionBody(r), ...receiptField(r) };
+      return r.allowed ? reply.code(200).send(single) : sendDenied(req, reply, r, single);
     },
   );
 
@@ -397,6 +463,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           { status: 503, code: e.code, route: "/readyz" },
           "not ready",
         );
+        // A probe's body stays plain JSON (its `status` field is not RFC 9457's numeric one).
         return reply.code(503).send({ ...errorBody(e), status: "not_ready", region: limiter.region });
       }
       return { status: "ready", region: limiter.region, breaker: limiter.breaker.state };

@@ -24,12 +24,17 @@ export const ERRORS = {
   GQ_ERR_RECEIPT_WRONG_KEY: { statusCode: 403, message: "receipt: issued for another tenant/resource" },
   GQ_ERR_DENY_LISTED: { statusCode: 403, message: "the key is on the policies' deny list" },
   GQ_ERR_NOT_FOUND: { statusCode: 404, message: "no such route" },
+  GQ_ERR_METHOD_NOT_ALLOWED: { statusCode: 405, message: "the route exists, not with this method" },
   GQ_ERR_RECEIPT_USED: { statusCode: 409, message: "receipt: already refunded" },
   GQ_ERR_RECEIPT_EXPIRED: {
     statusCode: 410,
     message: "receipt: past its refund window, or the region lost its state since the admission",
   },
   GQ_ERR_PAYLOAD_TOO_LARGE: { statusCode: 413, message: "request body too large" },
+  GQ_ERR_UNSUPPORTED_MEDIA_TYPE: {
+    statusCode: 415,
+    message: "request body has a content type the route does not take (application/json)",
+  },
   GQ_ERR_RATE_LIMITED: { statusCode: 429, message: "rate limit exceeded" },
   GQ_ERR_INTERNAL: { statusCode: 500, message: "internal error" },
   GQ_ERR_STORE_UNAVAILABLE: { statusCode: 503, message: "the region's store did not answer" },
@@ -75,20 +80,27 @@ const REASONS: Readonly<Record<number, string>> = {
   401: "Unauthorized",
   403: "Forbidden",
   404: "Not Found",
+  405: "Method Not Allowed",
   409: "Conflict",
   410: "Gone",
   413: "Payload Too Large",
+  415: "Unsupported Media Type",
   429: "Too Many Requests",
   500: "Internal Server Error",
   503: "Service Unavailable",
 };
+
+/** The reason phrase of a status code (RFC 9110), as the `error` and problem `title` fields carry it. */
+export function reasonPhrase(statusCode: number): string {
+  return REASONS[statusCode] ?? "Error";
+}
 
 /** The JSON error body (Fastify's shape plus `field`). */
 export function errorBody(err: LimiterError): Record<string, unknown> {
   return {
     statusCode: err.statusCode,
     code: err.code,
-    error: REASONS[err.statusCode] ?? "Error",
+    error: reasonPhrase(err.statusCode),
     message: err.message,
     ...(err.field !== undefined ? { field: err.field } : {}),
   };

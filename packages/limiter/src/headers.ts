@@ -1,13 +1,51 @@
 // Response headers and body of a decision. Headers: the IETF draft's
 // structured fields `RateLimit-Policy` and `RateLimit`
-// (draft-ietf-httpapi-ratelimit-headers-11, serialized with structured-headers),
+// (draft-ietf-httpapi-ratelimit-headers-12, serialized with structured-headers),
 // the legacy `RateLimit-Limit/Remaining/Reset` and `X-RateLimit-*` sets,
 // Retry-After on denials and X-RateLimit-Degraded. `limit` and `remaining`
 // always describe the same scope (the region's slice, or this process's own
 // tokens), named by the policy item and by `scope` in the body.
+//
+// The draft asks a policy to stay stable while the service limit moves: the
+// `region` policy item's quota is the region's *base* slice C·b/U (changes
+// only with the policy), while the current slice (which moves with loans and
+// re-weighting) shows in `RateLimit` (`r`, `t`) and in the legacy limit
+// headers. The partition key `pk` is, by default, an HMAC of the key (not the
+// raw tenant id, which end clients must not learn); `partitionKey: "raw"`
+// restores the stored key, `"omit"` drops the parameter.
+import { createHash, createHmac } from "node:crypto";
 import { type Item, serializeList } from "structured-headers";
 import type { CheckResult, DecisionSource, LimitScope } from "./limiter.js";
-import type { KeyPolicy, LimitSpec } from "./types.js";
+import { type KeyPolicy, type LimitSpec, SHARE_UNITS } from "./types.js";
+
+/** What the `pk` parameter carries: an HMAC of the key (default), the stored key, or nothing. */
+export type PartitionKeyMode = "hash" | "raw" | "omit";
+export const PARTITION_KEY_MODES: readonly PartitionKeyMode[] = ["hash", "raw", "omit"];
+
+export interface HeaderOptions {
+  readonly partitionKey?: PartitionKeyMode;
+  /**
+   * The HMAC key of `partitionKey: "hash"` (the same in every region, so a
+   * client sees one pk per key); without one, a plain SHA-256 (hides the id
+   * from a casual reader only: a guessable id can be tried).
+   */
+  readonly partitionKeySecret?: string;
+}
+
+/** Bytes of the hashed pk: 16 (128 bits), plenty to tell a client's partitions apart. */
+const PK_HASH_BYTES = 16;
+
+/** The `pk` bytes for a stored key `tenant|resource`, or undefined when omitted. */
+export function partitionKeyOf(key: string, options: HeaderOptions = {}): Buffer | undefined {
+  const mode = options.partitionKey ?? "hash";
+  if (mode === "omit") return undefined;
+  if (mode === "raw") return Buffer.from(key);
+  const h =
+    options.partitionKeySecret !== undefined
+      ? createHmac("sha256", options.partitionKeySecret)
+      : createHash("sha256");
+  return h.update(key).digest().subarray(0, PK_HASH_BYTES);
+}
 
 export interface HeaderFields {
   readonly allowed: boolean;
@@ -45,34 +83,42 @@ export function retryAfterHeader(retryAfterSeconds: number): number {
   return clampSf(Math.max(1, Math.ceil(retryAfterSeconds)));
 }
 
-export function rateLimitHeaders(r: HeaderFields): Record<string, string> {
+/** The region's base slice C·b/U: the `region` policy item's quota (stable while shares move). */
+export function baseSliceOf(policy: KeyPolicy): number {
+  return whole((policy.limit.capacity * policy.baseShare) / SHARE_UNITS);
+}
+
+export function rateLimitHeaders(r: HeaderFields, options: HeaderOptions = {}): Record<string, string> {
   const limit = whole(r.scopeLimit);
   const remaining = whole(r.remaining);
-  const reset = clampSf(Math.max(0, Math.ceil(r.resetSeconds)));
+  // On a denial, t and every legacy reset are the Retry-After value: the draft
+  // says Retry-After should not point before the end of the effective window,
+  // and a `Reset: 0` beside `Retry-After: 60` contradicts it.
+  const retryAfter = retryAfterHeader(r.retryAfterSeconds);
+  const reset = r.allowed ? clampSf(Math.max(0, Math.ceil(r.resetSeconds))) : retryAfter;
   const w = windowSeconds(r.policy.limit);
-  // The partition key: the key as stored (hashed when it had other characters).
-  const pk = Buffer.from(`${r.policy.tenant}|${r.policy.resource}`);
+  const pk = partitionKeyOf(`${r.policy.tenant}|${r.policy.resource}`, options);
+  const withPk = (params: Map<string, number | Buffer>) => (pk === undefined ? params : params.set("pk", pk));
   const quota = (q: number, windowed: boolean): Map<string, number | Buffer> => {
     const params = new Map<string, number | Buffer>([["q", q]]);
     if (windowed && w !== undefined) params.set("w", w);
-    return params.set("pk", pk);
+    return withPk(params);
   };
-  // A process's leases do not refill (no window); its fail-open bucket refills like the slice.
+  // The region's item states the base slice (the policy); a process's leases do
+  // not refill (no window), its fail-open bucket refills like the slice.
+  const scopeQuota = r.scope === "region" ? baseSliceOf(r.policy) : limit;
   const policies: Item[] = [
     ["global", quota(whole(r.limit), true)],
-    [r.scope, quota(limit, r.scope === "region" || r.source === "fail_open")],
+    [r.scope, quota(scopeQuota, r.scope === "region" || r.source === "fail_open")],
   ];
-  // On a denial, t is the Retry-After value: the draft says Retry-After should not
-  // point before the end of the effective window.
-  const retryAfter = retryAfterHeader(r.retryAfterSeconds);
-  const t = r.allowed ? reset : retryAfter;
   const service: Item = [
     r.scope,
-    new Map<string, number | Buffer>([
-      ["r", remaining],
-      ["t", t],
-      ["pk", pk],
-    ]),
+    withPk(
+      new Map<string, number | Buffer>([
+        ["r", remaining],
+        ["t", reset],
+      ]),
+    ),
   ];
   const h: Record<string, string> = {
     "ratelimit-policy": serializeList(policies),

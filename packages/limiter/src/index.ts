@@ -1,5 +1,5 @@
 // Public API of @geoquota/limiter: what a user embedding or running a regional
-// limiter needs (30 names). The Redis store, the script bindings and the
+// limiter needs (33 names). The Redis store, the script bindings and the
 // daemon's Redis functions are the package `@geoquota/redis`; building blocks shared with the other
 // geoquota packages are `@geoquota/limiter/internal` (no stability promise).
 export { type AppConfig, type AppDeps, buildApp } from "./app.js";
@@ -19,7 +19,13 @@ export {
   startRegionService,
 } from "./main.js";
 export { createMetrics } from "./metrics.js";
-export { geoquotaRateLimit, type RateLimitPluginOptions } from "./plugin.js";
+export {
+  type ExceededContext,
+  type GeoquotaHook,
+  type GeoquotaPluginOptions,
+  type GeoquotaRouteOptions,
+  geoquotaRateLimit,
+} from "./plugin.js";
 export {
   connectRegionRedis,
   createRedisStore,

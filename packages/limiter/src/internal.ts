@@ -6,4 +6,5 @@ export { KEY_MAX_LENGTH, KEY_PATTERN } from "./key-hygiene.js";
 export { leaseWindow } from "./leased-client.js";
 export { LeasePool, type LeasePoolOptions } from "./lease-pool.js";
 export { type EventLogger, logLevelOf, ThrottledEvents } from "./log-events.js";
+export { collectProcessMetrics } from "./metrics.js";
 export type { LoanRecord, QuotaView } from "./types.js";

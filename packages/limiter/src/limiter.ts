@@ -1,6 +1,7 @@
 // The decision engine behind the HTTP service and the Fastify plugin: policy
 // resolution, key hygiene, the guarded store (timeout + breaker), the leased
 // path and the degraded path (fail-closed-to-leases, or explicit fail-open).
+import { createHmac } from "node:crypto";
 import {
   lookupPolicy,
   type PolicySet,
@@ -155,11 +156,16 @@ export class Limiter {
   private readonly ping: (() => Promise<unknown>) | undefined;
   private readonly receipts: ReceiptSigner;
   private readonly keyHashSecret: string | undefined;
+  /** HMAC key of the headers' hashed `pk` (headers.ts): the same in every region, never the key hash's own. */
+  readonly partitionKeySecret: string;
 
   constructor(deps: LimiterDeps) {
     this.ping = deps.ping;
     this.receipts = new ReceiptSigner(deps.config.refund.secret, deps.config.refund.windowMs * 1000);
     this.keyHashSecret = keyHashSecretOf(deps.config);
+    this.partitionKeySecret = createHmac("sha256", this.keyHashSecret ?? deps.config.refund.secret)
+      .update("geoquota partition key v1")
+      .digest("hex");
     const clock = deps.clock ?? monotonicNow;
     this.clock = clock;
     this.config = deps.config;
@@ -359,6 +365,12 @@ export class Limiter {
     const m = this.metrics;
     if (m === undefined) return;
     m.decisions.inc({ result: allowed ? "allowed" : "denied", source: r.source });
+    const { tenant, resource } = r.policy;
+    m.keyDecisions.inc({
+      key_class: this.keyClass(tenant, resource),
+      resource,
+      result: allowed ? "allowed" : "denied",
+    });
     if (r.wouldDeny !== undefined) {
       m.shadowDecisions.inc({ result: r.wouldDeny ? "would_deny" : "allowed", source: r.source });
     }

@@ -10,10 +10,11 @@ import {
 } from "@geoquota/config";
 import type { FastifyInstance } from "fastify";
 import { Cluster, Redis } from "ioredis";
-import { collectDefaultMetrics, Registry } from "prom-client";
+import { Registry } from "prom-client";
 import { type AppConfig, buildApp } from "./app.js";
 import { logLevelOf } from "./log-events.js";
 import type { Limiter } from "./limiter.js";
+import { collectProcessMetrics } from "./metrics.js";
 import {
   checkRedisSetup,
   connectRegionRedis,
@@ -119,7 +120,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
   let registry = options.registry;
   if (registry === undefined) {
     registry = new Registry();
-    collectDefaultMetrics({ register: registry });
+    collectProcessMetrics(registry);
   }
   // Replicated policies (docs/design.md §3.4): the region's gossip daemon writes
   // them to Redis; this limiter polls them and decides nothing before the first read.

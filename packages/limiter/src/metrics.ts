@@ -1,8 +1,10 @@
 // Prometheus metrics of one limiter process. Label values are bounded: result
 // and source are enums; key class is the policy's tenant (explicit policies
 // only, else "default") and resource is a resource named by a configured
-// policy (else "other"), so request bodies never create series.
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+// policy (else "other"), so request bodies never create series. Series of a
+// key class or resource no policy names any more are dropped at the next
+// scrape (`isLive`), so the count stays bounded by the current config.
+import { Counter, collectDefaultMetrics, Gauge, Histogram, type Registry } from "prom-client";
 import type { BreakerState } from "./breaker.js";
 import { SHARE_UNITS } from "./types.js";
 
@@ -14,6 +16,11 @@ export interface ShareGauge {
   set(labels: { readonly key_class: string; readonly resource: string }, sharePpm: number): void;
 }
 
+/** The per-key-class decision counter (resource mapped like the share gauge's). */
+export interface KeyDecisionCounter {
+  inc(labels: { readonly key_class: string; readonly resource: string; readonly result: string }): void;
+}
+
 export interface LimiterMetrics {
   readonly decisions: Counter<"result" | "source">;
   /** Decisions under a shadow policy: result allowed|would_deny (never denied), by source. */
@@ -23,6 +30,8 @@ export interface LimiterMetrics {
   readonly breakerState: Gauge;
   readonly share: ShareGauge;
   readonly leasedTokens: Gauge;
+  /** Decisions by key class (bounded by the configured policies), resource and result. */
+  readonly keyDecisions: KeyDecisionCounter;
 }
 
 export interface MetricsOptions {
@@ -32,6 +41,31 @@ export interface MetricsOptions {
    * to `other` (never the raw value).
    */
   readonly resourceLabel?: (resource: string) => string;
+  /**
+   * Whether a (key class, resource label) pair is still named by the
+   * policies: others are removed at scrape time. Default: keep everything.
+   */
+  readonly isLive?: (keyClass: string, resource: string) => boolean;
+}
+
+/** Labels of the series a wrapper created, so that dead ones can be removed at scrape time. */
+function prunable<L extends { key_class: string; resource: string }>(
+  isLive: ((keyClass: string, resource: string) => boolean) | undefined,
+) {
+  const seen = new Map<string, L>();
+  return {
+    note(labels: L): void {
+      if (isLive !== undefined) seen.set(Object.values(labels).join("\u0000"), labels);
+    },
+    prune(remove: (labels: L) => void): void {
+      if (isLive === undefined) return;
+      for (const [k, labels] of seen)
+        if (!isLive(labels.key_class, labels.resource)) {
+          remove(labels);
+          seen.delete(k);
+        }
+    },
+  };
 }
 
 const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
@@ -43,11 +77,25 @@ export function breakerStateValue(s: BreakerState): number {
 export function createMetrics(registry: Registry, options: MetricsOptions = {}): LimiterMetrics {
   const registers = [registry];
   const resourceLabel = options.resourceLabel ?? (() => OTHER_RESOURCE);
+  const shareSeries = prunable<{ key_class: string; resource: string }>(options.isLive);
   const share = new Gauge({
     name: "geoquota_share_ratio",
     help: "Share of the global limit (0..1) this region used for its last decision, by key class and configured resource",
     labelNames: ["key_class", "resource"] as const,
     registers,
+    collect() {
+      shareSeries.prune((l) => this.remove(l));
+    },
+  });
+  const keySeries = prunable<{ key_class: string; resource: string; result: string }>(options.isLive);
+  const keyDecisions = new Counter({
+    name: "geoquota_key_decisions_total",
+    help: "Check decisions by key class (tenant with an explicit policy, else default), configured resource (else other) and result (allowed|denied)",
+    labelNames: ["key_class", "resource", "result"] as const,
+    registers,
+    collect() {
+      keySeries.prune((l) => this.remove(l));
+    },
   });
   return {
     decisions: new Counter({
@@ -82,10 +130,9 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     }),
     share: {
       set(labels, sharePpm) {
-        share.set(
-          { key_class: labels.key_class, resource: resourceLabel(labels.resource) },
-          sharePpm / SHARE_UNITS,
-        );
+        const l = { key_class: labels.key_class, resource: resourceLabel(labels.resource) };
+        shareSeries.note(l);
+        share.set(l, sharePpm / SHARE_UNITS);
       },
     },
     leasedTokens: new Gauge({
@@ -93,5 +140,31 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
       help: "Keys holding in-process leases",
       registers,
     }),
+    keyDecisions: {
+      inc(labels) {
+        const l = {
+          key_class: labels.key_class,
+          resource: resourceLabel(labels.resource),
+          result: labels.result,
+        };
+        keySeries.note(l);
+        keyDecisions.inc(l);
+      },
+    },
   };
+}
+
+/**
+ * prom-client's default process metrics, less the three `nodejs_active_*_total`
+ * gauges: a gauge named `_total` fails `promtool check metrics`, and each is the
+ * sum of the by-type gauge beside it (`nodejs_active_handles{type}`, …).
+ */
+export function collectProcessMetrics(registry: Registry): void {
+  collectDefaultMetrics({ register: registry });
+  for (const name of [
+    "nodejs_active_handles_total",
+    "nodejs_active_requests_total",
+    "nodejs_active_resources_total",
+  ])
+    registry.removeSingleMetric(name);
 }

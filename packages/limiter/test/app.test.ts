@@ -56,11 +56,14 @@ describe("POST /v1/check", () => {
       degraded: false,
       retryAfterSeconds: 0,
     });
-    const f = expectHeadersMatchBody(res.headers, body);
+    // The region's policy item: its base slice 333 (333_333 ppm of C = 1000).
+    const f = expectHeadersMatchBody(res.headers, body, { baseSlice: 333 });
     // The window of C = 1000 at 1000/min: a drained bucket refills in 60 s (the slice too).
     expect(f.global.params.get("w")).toBe(60);
     expect(f.scoped.params.get("w")).toBe(60);
-    expect(f.pk).toBe("cust_ent_9942|payments_checkout");
+    // pk: by default an HMAC of the key (16 bytes), never the tenant id itself.
+    expect(f.pkHex).toMatch(/^[0-9a-f]{32}$/);
+    expect(f.pk).not.toContain("cust_ent_9942");
     expect(res.headers["ratelimit-limit"]).toBe("333");
     expect(res.headers["ratelimit-remaining"]).toBe("332");
     expect(Number(res.headers["ratelimit-reset"])).toBeGreaterThan(0);

@@ -70,8 +70,9 @@ describe("deniedStatus", () => {
 describe("keys with any characters", () => {
   const odd = ["user:123", "a@b.example", "dGVzdC1rZXk+/w==", "ünï cødé", "x".repeat(120) + ":{}"];
 
+  // partitionKey "raw": the headers' pk shows the stored key (the default hashes it again).
   it("are admitted and stored as the HMAC, never raw", async () => {
-    const { app } = await setup();
+    const { app } = await setup({ partitionKey: "raw" });
     const secret = keyHashSecretOf(testConfig())!;
     for (const tenant of odd) {
       const res = await check(app, { tenant, resource: "payments_checkout" });
@@ -94,8 +95,8 @@ describe("keys with any characters", () => {
 
   it("hash to the same stored name in every region sharing the secret", async () => {
     const names = async (patch: Record<string, unknown>) => {
-      const { app } = await setup(patch);
-      const out: string[] = [];
+      const { app } = await setup({ partitionKey: "raw", ...patch });
+      const out: (string | undefined)[] = [];
       for (const tenant of odd) {
         const res = await check(app, { tenant, resource: "payments_checkout" });
         out.push(expectHeadersMatchBody(res.headers, res.json()).pk);
@@ -227,7 +228,7 @@ describe("GET /openapi.json", () => {
     const body = JSON.stringify(op.requestBody);
     expect(body).toContain("#/components/schemas/SingleCheck");
     expect(body).toContain("#/components/schemas/CompoundCheck");
-    expect(Object.keys(op.responses as object).sort()).toEqual(["200", "400", "403", "429"]);
+    expect(Object.keys(op.responses as object).sort()).toEqual(["200", "400", "403", "415", "429"]);
     const single = doc.components.schemas.SingleCheck as { required: string[]; properties: object };
     expect(single.required.sort()).toEqual(["resource", "tenant"]);
     expect(Object.keys(single.properties).sort()).toEqual(["cost", "resource", "tenant"]);

@@ -228,6 +228,27 @@ const macroArb = (rate: boolean, leases: boolean, withRefunds: boolean): fc.Arbi
       { k: "wait", ms: d + g + extra },
       { k: "check", r, cost: 0.5 },
     ]);
+  // A lease drawn on borrowed share whose requested expiry lies past the loan's deadline − ε: it
+  // must end at the drop (leases pin share, DESIGN §3). The bucket is first filled to its base
+  // capacity, then refills on the loan, so the big lease takes more than the base backs; the small
+  // one before it is still outstanding at the drop (the check subtracts it).
+  const leaseOverDrop = fc
+    .record({
+      r: reg,
+      u: fc.integer({ min: 10, max: 16 }).map((x) => x * 10_000),
+      t1: fc.integer({ min: 4, max: 20 }),
+      fill: fc.integer({ min: 10, max: 50 }),
+    })
+    .map(({ r, u, t1, fill }): Op[] => [
+      { k: "wait", ms: 300 },
+      { k: "grant", r: other(r), units: u, durMs: 80 },
+      { k: "deliver", pick: -1, keep: false },
+      { k: "wait", ms: fill },
+      { k: "acquire", r, tokens: t1, durMs: 80, releases: 0, usedPct: 0 },
+      { k: "acquire", r, tokens: 1000, durMs: 80, releases: 0, usedPct: 0 },
+      { k: "wait", ms: 100 },
+      { k: "check", r, cost: 1 },
+    ]);
   const twoLeases = fc
     .record({
       r: reg,
@@ -312,7 +333,9 @@ const macroArb = (rate: boolean, leases: boolean, withRefunds: boolean): fc.Arbi
     { weight: 4, arbitrary: earlyReturn },
     { weight: 1, arbitrary: recoveryProbe },
   ];
-  return leases ? fc.oneof(...common, { weight: 2, arbitrary: twoLeases }) : fc.oneof(...common);
+  return leases
+    ? fc.oneof(...common, { weight: 2, arbitrary: twoLeases }, { weight: 2, arbitrary: leaseOverDrop })
+    : fc.oneof(...common);
 };
 
 /** `withRefunds`: the refund mix (early and late refunds between the random ops). */
@@ -714,7 +737,8 @@ async function runSequence(
       case "acquire": {
         leaseN += 1;
         const id = `${g.name}${leaseN}`;
-        const rel = g.leaseIds.slice(-op.releases).map((leaseId) => {
+        // slice(-0) would be the whole list: releases 0 must release nothing.
+        const rel = (op.releases === 0 ? [] : g.leaseIds.slice(-op.releases)).map((leaseId) => {
           const h = key.leases.get(leaseId);
           return { leaseId, used: h === undefined ? 0 : Math.floor(((h.tokens * op.usedPct) / 100) * 4) / 4 };
         });

@@ -19,18 +19,18 @@ async function userApp(options: Partial<Parameters<typeof geoquotaRateLimit>[1]>
   const limiter = new Limiter({ store, config: testConfig(patch), policies: testPolicies() });
   app = Fastify({ logger: false, trustProxy: true });
   await app.register(geoquotaRateLimit, { limiter, ...options });
-  app.get("/free", { config: { rateLimit: false } }, async () => ({ ok: true }));
-  app.get("/by-ip", { config: { rateLimit: { resource: "search" } } }, async () => ({ ok: true }));
+  app.get("/free", { config: { geoquota: false } }, async () => ({ ok: true }));
+  app.get("/by-ip", { config: { geoquota: { resource: "search" } } }, async () => ({ ok: true }));
   app.post(
     "/expensive",
-    { config: { rateLimit: { resource: "payments_checkout", cost: 2, key: { header: "x-tenant-id" } } } },
+    { config: { geoquota: { resource: "payments_checkout", cost: 2, key: { header: "x-tenant-id" } } } },
     async () => ({ ok: true }),
   );
   app.get(
     "/custom",
     {
       config: {
-        rateLimit: { resource: "api", key: (req) => String(req.query && (req.query as { u?: string }).u) },
+        geoquota: { resource: "api", key: (req) => String(req.query && (req.query as { u?: string }).u) },
       },
     },
     async () => ({ ok: true }),
@@ -79,7 +79,8 @@ describe("Fastify plugin on users' routes", () => {
   });
 
   it("custom key function; any characters are hashed, over-long keys are a 400 naming the field", async () => {
-    const { app } = await userApp();
+    // partitionKey "raw": the headers' pk shows the stored key.
+    const { app } = await userApp({ partitionKey: "raw" });
     expect((await app.inject({ method: "GET", url: "/custom?u=alice" })).statusCode).toBe(200);
     const odd = await app.inject({ method: "GET", url: "/custom?u=a:b" });
     expect(odd.statusCode).toBe(200);
@@ -133,7 +134,7 @@ describe("plugin and the policies' lists", () => {
     const limiter = new Limiter({ store, config: testConfig(), policies });
     app = Fastify({ logger: false });
     await app.register(geoquotaRateLimit, { limiter, key: { header: "x-tenant-id" } });
-    app.get("/api", { config: { rateLimit: { resource: "api" } } }, async () => ({ ok: true }));
+    app.get("/api", { config: { geoquota: { resource: "api" } } }, async () => ({ ok: true }));
     const hit = (tenant: string) =>
       app!.inject({ method: "GET", url: "/api", headers: { "x-tenant-id": tenant } });
     const denied = await hit("bad_actor");
@@ -144,5 +145,120 @@ describe("plugin and the policies' lists", () => {
     expect(denied.headers["retry-after"]).toBeUndefined();
     for (let i = 0; i < 5; i++) expect((await hit("vip")).statusCode).toBe(200);
     expect(store.calls).toEqual([]);
+  });
+});
+
+describe("plugin options (issue 22)", () => {
+  /** One route on a default-policy key (slice 1.67 tokens): the second request is denied. */
+  async function optionApp(options: Partial<Parameters<typeof geoquotaRateLimit>[1]>) {
+    const limiter = new Limiter({ store: new FakeStore(), config: testConfig(), policies: testPolicies() });
+    app = Fastify({ logger: false });
+    const ran: string[] = [];
+    await app.register(geoquotaRateLimit, { limiter, key: { header: "x-tenant-id" }, ...options });
+    app.post(
+      "/orders",
+      {
+        config: { geoquota: { resource: "orders" } },
+        preHandler: async () => {
+          ran.push("route preHandler");
+        },
+      },
+      async () => ({ ok: true }),
+    );
+    // @fastify/rate-limit's option name is not ours: such a route is not limited by geoquota.
+    app.get("/theirs", { config: { rateLimit: { max: 1 } } as never }, async () => ({ ok: true }));
+    return { app, ran };
+  }
+  const post = (a: FastifyInstance, payload = "{}", headers: Record<string, string> = {}) =>
+    a.inject({
+      method: "POST",
+      url: "/orders",
+      payload,
+      headers: { "content-type": "application/json", "x-tenant-id": "t1", ...headers },
+    });
+
+  it("is a fastify-plugin (not encapsulated, named) and refuses an unknown hook", async () => {
+    const meta = geoquotaRateLimit as unknown as Record<symbol, unknown>;
+    expect(meta[Symbol.for("skip-override")]).toBe(true);
+    expect(meta[Symbol.for("fastify.display-name")]).toBe("@geoquota/limiter");
+    const limiter = new Limiter({ store: new FakeStore(), config: testConfig(), policies: testPolicies() });
+    app = Fastify({ logger: false });
+    await expect(
+      app.register(geoquotaRateLimit, { limiter, hook: "onSend" as never }).ready(),
+    ).rejects.toThrow(/hook must be one of onRequest, preValidation, preHandler/);
+  });
+
+  it('hook "onRequest" denies before the body is parsed; the default preHandler parses first', async () => {
+    const early = await optionApp({ hook: "onRequest" });
+    expect((await post(early.app)).statusCode).toBe(200);
+    // Denied with a body that does not parse: 429, not 400 — the check ran first.
+    const denied = await post(early.app, "{not json");
+    expect(denied.statusCode).toBe(429);
+    expect(denied.json()).toMatchObject({ code: "GQ_ERR_RATE_LIMITED" });
+    expect(early.ran).toEqual(["route preHandler"]);
+    await app?.close();
+    const late = await optionApp({});
+    await post(late.app);
+    expect((await post(late.app, "{not json")).statusCode).toBe(400);
+  });
+
+  it("onExceeded is told each denial; errorResponseBuilder makes the body, the headers stay", async () => {
+    const seen: { key: string; resource: string; cost: number; statusCode: number }[] = [];
+    const { app } = await optionApp({
+      onExceeded: (_req, c) =>
+        seen.push({ key: c.key, resource: c.resource, cost: c.cost, statusCode: c.statusCode }),
+      errorResponseBuilder: (_req, c) => ({
+        slowDown: true,
+        retryInSeconds: Math.ceil(c.result.retryAfterSeconds),
+      }),
+    });
+    expect((await post(app)).statusCode).toBe(200);
+    expect(seen).toEqual([]);
+    const denied = await post(app);
+    expect(denied.statusCode).toBe(429);
+    expect(denied.json()).toEqual({ slowDown: true, retryInSeconds: Number(denied.headers["retry-after"]) });
+    expect(denied.headers["ratelimit-policy"]).toBeDefined();
+    expect(seen).toEqual([{ key: "t1", resource: "orders", cost: 1, statusCode: 429 }]);
+    // Not our option name: never limited by geoquota.
+    for (let i = 0; i < 3; i++)
+      expect((await app.inject({ method: "GET", url: "/theirs" })).statusCode).toBe(200);
+  });
+
+  it("problem details when the client asks for them", async () => {
+    const { app } = await optionApp({});
+    await post(app);
+    const denied = await post(app, "{}", { accept: "application/problem+json" });
+    expect(denied.statusCode).toBe(429);
+    expect(denied.headers["content-type"]).toMatch(/^application\/problem\+json/);
+    expect(denied.json()).toMatchObject({
+      type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
+      status: 429,
+      "violated-policies": ["region"],
+      code: "GQ_ERR_RATE_LIMITED",
+    });
+  });
+
+  it("skipOnError lets a request through when the check throws; without it the error is the route's", async () => {
+    const throwing = (skipOnError: boolean) => {
+      const limiter = new Limiter({ store: new FakeStore(), config: testConfig(), policies: testPolicies() });
+      const a = Fastify({ logger: false });
+      a.register(geoquotaRateLimit, {
+        limiter,
+        skipOnError,
+        key: () => {
+          throw new Error("no tenant on this request");
+        },
+      });
+      a.register(async (s) => {
+        s.get("/x", { config: { geoquota: { resource: "api" } } }, async () => ({ ok: true }));
+      });
+      return a;
+    };
+    const strict = throwing(false);
+    expect((await strict.inject({ method: "GET", url: "/x" })).statusCode).toBe(500);
+    await strict.close();
+    const lenient = throwing(true);
+    expect((await lenient.inject({ method: "GET", url: "/x" })).statusCode).toBe(200);
+    await lenient.close();
   });
 });

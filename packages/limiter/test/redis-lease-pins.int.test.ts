@@ -217,12 +217,14 @@ describe("leased mode in the bucket fingerprint", () => {
 describe("policy-version change (issue 12 point 3)", () => {
   it("an existing key admits again once its new bucket has refilled (C 10 → 20)", async () => {
     const old = policy({ capacity: 10, refillPerSecond: 10 });
-    for (let i = 0; i < 3; i++) expect((await a.store.check(old, 1)).allowed).toBe(true);
+    expect((await a.store.check(old, 10)).allowed).toBe(true);
     const raised: KeyPolicy = { ...old, limit: { ...old.limit, capacity: 20 } };
-    // The bucket restarts empty under the new policy (its tokens were in other units)…
-    const first = await a.store.check(raised, 1);
-    expect(first).toMatchObject({ allowed: false, tokens: 0 });
-    // …and refills at 10/s: full (20) C/r = 2 s later (read-only waits: nothing else writes it).
+    // The same algorithm carries the level over: just drained, so nearly empty, and a cost of 5 is denied…
+    const first = await a.store.check(raised, 5);
+    expect(first.allowed).toBe(false);
+    // …and the bucket rebuilt under the new policy is stored even by that denial, so it refills at
+    // 10/s to the new capacity: full (20) C/r = 2 s later (read-only waits: nothing else writes it).
+    // Unstored, every check would settle the old bucket (capacity 10) again: 20 never fits.
     let nowUs = first.nowUs;
     while (nowUs - first.nowUs < 2_000_000) {
       await sleep(Math.max(1, (2_000_000 - (nowUs - first.nowUs)) / 1000));

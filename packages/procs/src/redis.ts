@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Redis } from "ioredis";
 import { findBinary } from "./binaries.js";
 import { freePort } from "./ports.js";
@@ -16,7 +19,9 @@ export interface RedisServer {
   stop(): Promise<void>;
   /** SIGKILL, like a crash: no shutdown, no goodbye to clients. */
   kill(): Promise<void>;
-  /** Starts a new redis-server on the same port (fresh, empty: no persistence). */
+  /** The server's own scratch directory (`--dir`): its working directory, removed by `stop()`. */
+  readonly dir: string;
+  /** Starts a new redis-server on the same port (fresh, empty: a new scratch directory). */
   restart(): Promise<void>;
   /** SIGSTOP: the server stays connected but answers nothing (a stalled replica). */
   pause(): void;
@@ -30,8 +35,43 @@ export interface StartRedisOptions {
   args?: readonly string[];
 }
 
-async function launch(host: string, port: number, args: readonly string[]): Promise<ManagedProcess> {
+/**
+ * Scratch directories of servers not yet stopped, removed at exit too: a
+ * server started in the caller's cwd could leave a `dump.rdb` there (a
+ * replica's disk load, a SAVE, a shutdown with save points) that every later
+ * "fresh" server started in that cwd would load.
+ */
+const scratchDirs = new Set<string>();
+let exitHookInstalled = false;
+
+function scratchDir(): string {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once("exit", () => {
+      for (const d of scratchDirs) rmSync(d, { recursive: true, force: true });
+    });
+  }
+  const dir = mkdtempSync(join(tmpdir(), "gq-redis-"));
+  scratchDirs.add(dir);
+  return dir;
+}
+
+function removeScratch(dir: string): void {
+  scratchDirs.delete(dir);
+  rmSync(dir, { recursive: true, force: true });
+}
+
+interface Launched {
+  readonly proc: ManagedProcess;
+  readonly dir: string;
+}
+
+async function launch(host: string, port: number, args: readonly string[]): Promise<Launched> {
+  const dir = scratchDir();
+  // `--dir` first: a caller's own `--dir` in `args` (a cluster's nodes directory) comes later and wins.
   const proc = spawnManaged(findBinary("redis-server"), [
+    "--dir",
+    dir,
     "--port",
     String(port),
     "--bind",
@@ -67,11 +107,12 @@ async function launch(host: string, port: number, args: readonly string[]): Prom
     });
   } catch (err) {
     await proc.stop();
+    removeScratch(dir);
     throw err;
   } finally {
     probe.disconnect();
   }
-  return proc;
+  return { proc, dir };
 }
 
 /**
@@ -81,7 +122,7 @@ async function launch(host: string, port: number, args: readonly string[]): Prom
 export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
   const host = options.host ?? "127.0.0.1";
   const args = options.args ?? [];
-  let proc: ManagedProcess | undefined;
+  let proc: Launched | undefined;
   let port = 0;
   let lastError: unknown;
   for (let attempt = 0; attempt < 5 && !proc; attempt++) {
@@ -93,7 +134,8 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
     }
   }
   if (!proc) throw lastError instanceof Error ? lastError : new Error("startRedis failed");
-  let current = proc;
+  let current = proc.proc;
+  let dir = proc.dir;
   const clients = new Set<Redis>();
   const closeClients = () => {
     for (const c of clients) c.disconnect();
@@ -112,6 +154,9 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
     get process() {
       return current;
     },
+    get dir() {
+      return dir;
+    },
     client() {
       const c = new Redis({ host, port, maxRetriesPerRequest: 1 });
       c.on("error", () => {});
@@ -122,6 +167,7 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
       closeClients();
       resume();
       await current.stop();
+      removeScratch(dir);
     },
     async kill() {
       resume();
@@ -136,7 +182,11 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
     async restart() {
       resume();
       if (current.child.exitCode === null && current.child.signalCode === null) await current.stop();
-      current = await launch(host, port, args);
+      // A new directory: whatever the old server wrote (a killed replica's dump) is not loaded.
+      removeScratch(dir);
+      const next = await launch(host, port, args);
+      current = next.proc;
+      dir = next.dir;
     },
   };
 }
@@ -172,7 +222,7 @@ export async function startReplica(
   await admin.config("SET", "repl-diskless-sync-delay", "0");
   const replica = await startRedis({
     ...options,
-    // Load the initial sync from the socket: a disk load would leave a dump.rdb in the cwd.
+    // Load the initial sync from the socket (no temporary dump.rdb in its directory to wait on).
     args: [
       "--replicaof",
       primary.host,

@@ -28,6 +28,7 @@ import {
   type ToxiproxyServer,
   waitFor,
 } from "@geoquota/procs";
+import { type ClusterLogs, clusterLogs, type LogSink } from "./logs.js";
 import { dialPairs, gossipProxiesOf, gossipProxyName, redisProxyName, regionIds } from "./ids.js";
 import { setProxiesEnabled } from "./proxies.js";
 import { READY_IPC_ENV, readySignal } from "./ready.js";
@@ -43,6 +44,14 @@ export interface ClusterOptions {
   regionOverrides?: Record<string, Record<string, unknown>>;
   /** Extra environment for the child processes. */
   env?: Record<string, string>;
+  /**
+   * A directory for one log file per process (`<region>-redis.log`,
+   * `<region>-limiter.log`, `<region>-gossip.log`; created, kept after stop).
+   * Without it the logs are only in memory (each process's bounded `output()`).
+   */
+  logDir?: string;
+  /** Also every log line, prefixed with its process's name (needs `logDir`). */
+  logSink?: LogSink;
 }
 
 export interface ClusterRegion {
@@ -64,6 +73,8 @@ export interface Cluster {
   readonly toxiproxy?: { server: ToxiproxyServer; proxies: string[] };
   readonly dir: string;
   readonly policiesPath: string;
+  /** The log directory (ClusterOptions.logDir), if any. */
+  readonly logDir?: string;
   /** The one line `geoquota cluster --json` prints. */
   describe(): string;
   /** Stops (or SIGKILLs) a region's gossip daemon and starts a new one on the same config. */
@@ -149,9 +160,18 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const regions: ClusterRegion[] = [];
   let toxi: ToxiproxyServer | undefined;
   const proxies: string[] = [];
+  const logs: ClusterLogs | undefined =
+    options.logDir !== undefined
+      ? clusterLogs(
+          resolve(options.logDir),
+          options.logSink,
+          ids.flatMap((id) => [`${id}-redis`, `${id}-limiter`, `${id}-gossip`]),
+        )
+      : undefined;
   const stopAll = async () => {
-    await Promise.allSettled(regions.flatMap((r) => [r.limiter.stop(), r.gossip.stop()]));
+    await Promise.allSettled(regions.flatMap((r) => [r.limiter?.stop(), r.gossip?.stop()]));
     await Promise.allSettled(started.map((s) => s.stop()));
+    await logs?.close();
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -163,6 +183,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     for (const r of [...redisSettled, ...toxiSettled]) if (r.status === "fulfilled") started.push(r.value);
     for (const r of [...redisSettled, ...toxiSettled]) if (r.status === "rejected") throw r.reason;
     const redis = redisSettled.map((r) => (r as PromiseFulfilledResult<RedisServer>).value);
+    // Its start-up lines are already in output(): replayed, then followed.
+    for (const [i, id] of ids.entries()) logs?.attach(`${id}-redis`, redis[i]!.process, { replay: true });
     toxi = (toxiSettled[0] as PromiseFulfilledResult<ToxiproxyServer> | undefined)?.value;
     // A brand-new Redis provably never held state, so the region need not
     // start in recovery (see initFreshRegion for why this is safe only here).
@@ -204,6 +226,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         proxies.push(name);
       }
     }
+    const adminTokens = new Map<string, string>();
     for (const [i, id] of ids.entries()) {
       const base: Record<string, unknown> = {
         region: id,
@@ -242,6 +265,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       );
       const mergedGossip = merged.gossip as Record<string, unknown>;
       if (mergedGossip.tls !== undefined) delete mergedGossip.plaintext;
+      // The admin token as the JSON line reports it (a `{ env }` reference is not printed).
+      if (typeof merged.adminToken === "string") adminTokens.set(id, merged.adminToken);
       const configPath = join(dir, `${id}.json`);
       writeFileSync(configPath, `${JSON.stringify(merged, null, 2)}\n`);
       regions.push({
@@ -256,8 +281,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       });
     }
     const env = { ...options.env, [READY_IPC_ENV]: "1" };
-    const spawnRole = (role: "region" | "gossip", r: ClusterRegion) =>
-      spawnManaged(process.execPath, [binPath, role, "--config", r.configPath], env, { ipc: true });
+    const spawnRole = (role: "region" | "gossip", r: ClusterRegion) => {
+      const proc = spawnManaged(process.execPath, [binPath, role, "--config", r.configPath], env, {
+        ipc: true,
+      });
+      // A restarted process appends to the same file.
+      logs?.attach(`${r.id}-${role === "region" ? "limiter" : "gossip"}`, proc);
+      return proc;
+    };
     for (const r of regions) {
       r.limiter = spawnRole("region", r);
       r.gossip = spawnRole("gossip", r);
@@ -293,9 +324,42 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       ...(toxi ? { toxiproxy: { server: toxi, proxies } } : {}),
       dir,
       policiesPath,
+      ...(logs ? { logDir: logs.dir } : {}),
       describe() {
+        // Everything the README's next steps need: each region's URLs (the
+        // admin API is the limiter's), its config (for `policy --config`), the
+        // pids (for `kill -HUP`), the log files, and the admin token.
+        const tokens = new Set(regions.map((r) => adminTokens.get(r.id)));
+        const oneToken = tokens.size === 1 ? [...tokens][0] : undefined;
         const out: Record<string, unknown> = {
-          regions: regions.map((r) => ({ id: r.id, url: r.url, redis: r.redis })),
+          regions: regions.map((r) => ({
+            id: r.id,
+            url: r.url,
+            redis: r.redis,
+            limiter: r.url,
+            daemon: r.gossipUrl,
+            admin: `${r.url}/v1/policy`,
+            metrics: { limiter: `${r.url}/metrics`, daemon: `${r.gossipUrl}/metrics` },
+            config: r.configPath,
+            ...(oneToken === undefined && adminTokens.get(r.id) !== undefined
+              ? { adminToken: adminTokens.get(r.id) }
+              : {}),
+            pids: { redis: r.redisServer.process.pid, limiter: r.limiter.pid, daemon: r.gossip.pid },
+            ...(logs
+              ? {
+                  logs: {
+                    redis: logs.file(`${r.id}-redis`),
+                    limiter: logs.file(`${r.id}-limiter`),
+                    daemon: logs.file(`${r.id}-gossip`),
+                  },
+                }
+              : {}),
+          })),
+          ...(oneToken !== undefined ? { adminToken: oneToken } : {}),
+          pid: process.pid,
+          dir,
+          policiesFile: policiesPath,
+          ...(logs ? { logDir: logs.dir } : {}),
         };
         if (toxi) out.toxiproxy = { url: toxi.url, proxies };
         return JSON.stringify(out);

@@ -17,7 +17,7 @@ export async function buildCheckoutApp(limiter: Limiter): Promise<FastifyInstanc
     CHECKOUT_PATH,
     {
       config: {
-        rateLimit: { resource: CHECKOUT_RESOURCE, key: { header: "x-tenant-id", fallback: "anonymous" } },
+        geoquota: { resource: CHECKOUT_RESOURCE, key: { header: "x-tenant-id", fallback: "anonymous" } },
       },
     },
     async (req) => {

@@ -16,9 +16,9 @@ import {
 } from "@geoquota/config";
 import { checkRedisSetup, connectRedis, waitReady } from "@geoquota/redis";
 import { popProposals, pushProposal, readSnapshotRaw, writeSnapshot } from "@geoquota/rollout";
-import { logLevelOf, ThrottledEvents } from "@geoquota/limiter/internal";
+import { collectProcessMetrics, logLevelOf, ThrottledEvents } from "@geoquota/limiter/internal";
 import pino from "pino";
-import { collectDefaultMetrics, Gauge, Registry } from "prom-client";
+import { Gauge, Registry } from "prom-client";
 import { Mesh } from "../transport/index.js";
 import { GossipDaemon, type PolicyResolver } from "./daemon.js";
 import { createDaemonMetrics } from "./metrics.js";
@@ -62,11 +62,6 @@ function meshTls(config: RegionConfig): { keyPath: string; certPath: string; caP
   return { keyPath: tls.key, certPath: tls.cert, caPath: tls.ca };
 }
 
-/** `tenant|resource` keys named exactly by a configured policy: the only ones exported as metric labels. */
-function explicitKeys(policies: PolicySet): (key: string) => boolean {
-  return (key) => policies.entries.has(key);
-}
-
 export function policyResolver(config: RegionConfig, loaded?: PolicySet): PolicyResolver {
   const ids = config.regions.map((r) => r.id);
   const policies = loaded ?? loadPolicies(config.policiesPath, ids);
@@ -103,7 +98,7 @@ export async function startGossip(
     config.regions.map((r) => r.id),
   );
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectProcessMetrics(registry);
   const url = config.gossip.redisUrl ?? config.redis.url;
   // With redis.cluster the URL is one seed node; every script touches one slot.
   const redis = connectRedis(url, {
@@ -139,7 +134,13 @@ export async function startGossip(
   }
   const peers = config.regions.filter((r) => r.id !== config.region);
   let daemon: GossipDaemon | undefined;
-  const metrics = createDaemonMetrics(registry, { exportKey: explicitKeys(policies) });
+  // Keys of the policies in force (replicated: every version being met), so a removed policy's series go.
+  const metrics = createDaemonMetrics(registry, {
+    exportKey: (key) =>
+      rollout !== undefined
+        ? (rollout.effectiveSets()?.some((s) => s.entries.has(key)) ?? false)
+        : policies.entries.has(key),
+  });
   const ids = config.regions.map((r) => r.id);
   const rollout = config.policy.replicated
     ? new RolloutStep(
@@ -148,6 +149,7 @@ export async function startGossip(
           regions: ids,
           limiterStaleMs: config.policy.limiterStaleMs,
           waitUs: (config.lease.loanDurationMs + 2 * config.lease.epsilonMs) * 1000,
+          windowMarginUs: 2 * config.lease.epsilonMs * 1000,
           seedPolicies: () => readJsonFile(config.policiesPath),
           parse: (raw, label) => parsePolicies(raw, label, ids),
           now: () => performance.now(),

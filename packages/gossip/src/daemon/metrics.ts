@@ -34,11 +34,21 @@ export interface DaemonMetricsOptions {
 export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOptions = {}): DaemonMetrics {
   const registers = [registry];
   const exportKey = options.exportKey ?? (() => false);
+  // `gq_region`, not `region`: scrape configs give every target a `region` label (ops/README.md),
+  // which would overwrite ours. Series of a key no policy names any more go at the next scrape.
+  const shareSeries = new Map<string, { key: string; gq_region: string }>();
   const share = new Gauge({
     name: "geoquota_gossip_target_share_ratio",
-    help: "Target share (0..1) per region for keys with an explicit policy",
-    labelNames: ["key", "region"],
+    help: "Target share (0..1) per region (gq_region) for keys with an explicit policy",
+    labelNames: ["key", "gq_region"],
     registers,
+    collect() {
+      for (const [k, l] of shareSeries)
+        if (!exportKey(l.key)) {
+          this.remove(l);
+          shareSeries.delete(k);
+        }
+    },
   });
   return {
     roundDuration: new Histogram({
@@ -96,8 +106,10 @@ export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOp
     }),
     share: {
       set(labels, sharePpm) {
-        if (exportKey(labels.key))
-          share.set({ key: labels.key, region: labels.region }, sharePpm / SHARE_UNITS);
+        if (!exportKey(labels.key)) return;
+        const l = { key: labels.key, gq_region: labels.region };
+        shareSeries.set(`${l.key}\u0000${l.gq_region}`, l);
+        share.set(l, sharePpm / SHARE_UNITS);
       },
     },
     recovering: new Gauge({

@@ -34,6 +34,7 @@ import {
 } from "@geoquota/rollout";
 import { type PolicySet, resolveEffective } from "@geoquota/config";
 import { decodeRolloutFrame, encodeRolloutFrame } from "./rollout-frame.js";
+import { windowChangeMs } from "./window-wait.js";
 import type { PolicyResolver } from "./store-port.js";
 
 /** What the rollout needs from the region's Redis (store.ts of @geoquota/rollout; the model in the simulation). */
@@ -52,6 +53,11 @@ export interface RolloutOptions {
   readonly limiterStaleMs: number;
   /** D + 2ε, µs: growth waits this long after every region acked. */
   readonly waitUs: number;
+  /**
+   * 2ε, µs (the clock offset between regions): when the rollout changes a window-algorithm key,
+   * growth waits its window W plus this on top of `waitUs` (window-wait.ts, docs/design.md §3.5).
+   */
+  readonly windowMarginUs: number;
   /** The policies file: the seed of a fresh cluster. */
   readonly seedPolicies: () => unknown;
   /** Validates a policies document (parsePolicies with the configured regions); throws naming the field. */
@@ -81,6 +87,7 @@ export class RolloutStep {
   private lastContent: string | null = null;
   private seq = 0;
   private readonly parsed = new Map<string, PolicySet>();
+  private waits: { key: string; us: number } | undefined;
   private sets: { key: string; sets: PolicySet[] } | undefined;
   /** Bumped whenever the effective documents change (resolver caches key on it). */
   generation = 0;
@@ -106,6 +113,23 @@ export class RolloutStep {
       this.parsed.set(k, set);
     }
     return set;
+  }
+
+  /**
+   * The growth wait of `r`'s target: D + 2ε, and when some older effective document resolves a
+   * window-algorithm key otherwise, the longest such window + 2ε more (window-wait.ts).
+   */
+  private growWaitUs(r: RegionState): number {
+    const docs = effectiveDocs(r);
+    const key = docs.map(idKey).join(",");
+    if (this.waits?.key === key) return this.waits.us;
+    const target = docs[docs.length - 1] as PolicyDoc;
+    let ms = 0;
+    for (const d of docs.slice(0, -1))
+      ms = Math.max(ms, windowChangeMs(this.parseDoc(d), this.parseDoc(target)));
+    const us = this.o.waitUs + (ms > 0 ? ms * 1000 + this.o.windowMarginUs : 0);
+    this.waits = { key, us };
+    return us;
   }
 
   /** An error naming the doc and field when some doc of `docs` is not a valid policies file here. */
@@ -225,7 +249,7 @@ export class RolloutStep {
         this.lastRaw = raw;
         // Limiters may have read it already; counting from now is conservative.
         this.applied = { target: targetOf(s.value), atMs: this.o.now() };
-        this.lastContent = encodeSnapshot(snapshotOf(s.value, 0, this.o.waitUs));
+        this.lastContent = encodeSnapshot(snapshotOf(s.value, 0, this.growWaitUs(s.value)));
         this.setKnown(s.value);
         return;
       }
@@ -246,7 +270,7 @@ export class RolloutStep {
     const nowUs = await this.port.timeUs();
     let r = (this.st as { r: RegionState }).r;
     r = ack(r, this.applied, this.o.now(), this.o.limiterStaleMs);
-    r = complete(r, nowUs, this.o.waitUs);
+    r = complete(r, nowUs, this.growWaitUs(r));
     this.setKnown(r);
     await this.writeIfNeeded();
   }
@@ -282,12 +306,12 @@ export class RolloutStep {
   private async writeIfNeeded(): Promise<void> {
     if (this.st.kind !== "known") return;
     const r = this.st.r;
-    const content = encodeSnapshot(snapshotOf(r, 0, this.o.waitUs));
+    const content = encodeSnapshot(snapshotOf(r, 0, this.growWaitUs(r)));
     const inRedis = await this.port.readSnapshotRaw();
     if (content === this.lastContent && inRedis === this.lastRaw && inRedis !== null) return;
     if (inRedis !== this.lastRaw) this.log("warn", "policy_snapshot_rewritten", { lost: inRedis === null });
     this.seq++;
-    const raw = encodeSnapshot(snapshotOf(r, this.seq, this.o.waitUs));
+    const raw = encodeSnapshot(snapshotOf(r, this.seq, this.growWaitUs(r)));
     const durable = await this.port.writeSnapshot(raw);
     this.lastRaw = raw;
     if (!durable) return; // retried next round; no ack counts from it

@@ -19,7 +19,7 @@
 // after an event that may have resumed it, the run drains the microtask
 // queue before the next event, so a seed replays exactly.
 import { parsePolicies, type PolicySet, resolveEffective } from "@geoquota/config";
-import { capacityOf, type KeyLimit, type Timing } from "@geoquota/lease";
+import { capacityOf, isRateAlgorithm, type KeyLimit, type Timing } from "@geoquota/lease";
 import type { KeyPolicy } from "@geoquota/limiter";
 import { decodeSnapshot, encodeSnapshot, idKey, seedState, snapshotOf } from "@geoquota/rollout";
 import { Rng, SimClock, SimNetwork, WindowOracle } from "@geoquota/sim";
@@ -105,13 +105,21 @@ function policiesFileOf(
   ids: readonly string[],
   algorithm: string,
   floorPpm: number,
+  windowMs: number | undefined,
 ): unknown {
   const weights: Record<string, number> = {};
   ids.forEach((id, i) => {
     weights[id] = spec.bases[i] ?? 0;
   });
   return {
-    default: { algorithm, capacity: spec.capacity, refillPerSecond: spec.refillPerSecond, weights, floorPpm },
+    default: {
+      algorithm,
+      capacity: spec.capacity,
+      // A window algorithm's refill is derived (C per window); parsePolicies refuses one.
+      ...(windowMs !== undefined ? { windowMs } : { refillPerSecond: spec.refillPerSecond }),
+      weights,
+      floorPpm,
+    },
   };
 }
 
@@ -175,6 +183,8 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
   };
 
   // ---- policies: the spec in force, and each region's applied view
+  const windowAlg = !isRateAlgorithm(opts.algorithm);
+  const windowMs = windowAlg ? (opts.windowMs ?? 1000) : undefined;
   const oldSpec: PolicySpec = {
     capacity: opts.capacity,
     refillPerSecond: opts.refillPerSecond,
@@ -189,7 +199,12 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     const policy: KeyPolicy = {
       tenant: MODEL_TENANT,
       resource: MODEL_RESOURCE,
-      limit: { algorithm: opts.algorithm, capacity: spec.capacity, refillPerSecond: spec.refillPerSecond },
+      limit: {
+        algorithm: opts.algorithm,
+        capacity: spec.capacity,
+        refillPerSecond: spec.refillPerSecond,
+        ...(windowMs !== undefined ? { windowMs } : {}),
+      },
       baseShare: spec.bases[index] ?? 0,
       floorShare: opts.floorPpm,
     };
@@ -198,7 +213,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
 
   // ---- the replicated policy (issue 15): seed snapshots, and the limiters' view of a snapshot
   const parsePolicy = (raw: unknown, label: string): PolicySet => parsePolicies(raw, label, ids);
-  const seedPolicies = policiesFileOf(oldSpec, ids, opts.algorithm, opts.floorPpm);
+  const seedPolicies = policiesFileOf(oldSpec, ids, opts.algorithm, opts.floorPpm, windowMs);
   const parsedDocs = new Map<string, PolicySet>();
   const snapshotViews = new Map<string, { view: PolicyView; completedProposal: string | undefined }>();
   /** What a limiter of `index` enforces from snapshot `raw`: resolveEffective over its docs. */
@@ -284,7 +299,25 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       }
     | undefined;
   let oracle = new WindowOracle(opts.capacity, opts.refillPerSecond);
-  const admit = (cost: number): void => {
+  // Window algorithms: per window index of the admitting region's Redis clock, Σ cost ≤ C
+  // (exact integers; the rollout keeps C, so one bound holds before, across and after it).
+  const perWindow = new Map<number, number>();
+  let admittedWindowAlg = 0;
+  const admitWindow = (node: Node, cost: number): void => {
+    admittedWindowAlg += cost;
+    const k = Math.floor(localNow(node) / ((windowMs ?? 1000) * 1000));
+    const sum = (perWindow.get(k) ?? 0) + cost;
+    perWindow.set(k, sum);
+    const excess = sum - opts.capacity;
+    if (excess > worstPerWindowExcess) worstPerWindowExcess = excess;
+    if (excess > 0) fail(`window ${k} (${opts.algorithm}): ${sum} admitted > C = ${opts.capacity}`);
+  };
+  let worstPerWindowExcess = Number.NEGATIVE_INFINITY;
+  const admit = (cost: number, node: Node): void => {
+    if (windowAlg) {
+      admitWindow(node, cost);
+      return;
+    }
     const now = clock.nowUs();
     oracle.admit(now, cost);
     if (oracle.violation !== undefined) fail(oracle.violation);
@@ -474,6 +507,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
         regions: ids,
         limiterStaleMs: LIMITER_STALE_US / 1000,
         waitUs: opts.bugs.growBeforeAllAcks === true ? 0 : opts.policyRule.growAfterUs,
+        windowMarginUs: 2 * opts.epsilonUs,
         seedPolicies: () => seedPolicies,
         parse: parsePolicy,
         now: () => clock.nowUs() / 1000,
@@ -707,12 +741,15 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       allowed = node.redis.check(node.view.limit, cost, localNow(node)) && durable(node);
       scheduleBreakpoints(node);
     }
-    if (allowed) admit(cost);
+    if (allowed) admit(cost, node);
     else denied += cost;
     const meanGapUs = 1e6 / rate;
     clock.schedule(Math.max(1, Math.round(workRng.exponential(meanGapUs))), () => arrival(node));
   };
-  const rateNow = (): number => nodes[0]?.view.limit.refillPerSecond ?? opts.refillPerSecond;
+  // A window algorithm's derived refill (C per window) is no demand scale: every region over its
+  // slice most of the time needs the scenario's r.
+  const rateNow = (): number =>
+    windowAlg ? opts.refillPerSecond : (nodes[0]?.view.limit.refillPerSecond ?? opts.refillPerSecond);
   const setPhase = (): void => {
     if (opts.demand.kind === "phases") return;
     if (opts.demand.kind === "hot") {
@@ -886,11 +923,17 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       Math.max(2, Math.floor(opts.refillPerSecond / 2)),
       opts.refillPerSecond * 2,
     ]);
-    specs.push({
-      capacity: policyRng.int(Math.max(2, Math.floor(newRate / 10)), newRate),
-      refillPerSecond: newRate,
-      bases: basesFor(n, policyRng, opts.floorPpm),
-    });
+    const bases = basesFor(n, policyRng, opts.floorPpm);
+    // A window algorithm's changes move the weights only (C stays the per-window bound).
+    specs.push(
+      windowAlg
+        ? { capacity: opts.capacity, refillPerSecond: opts.refillPerSecond, bases }
+        : {
+            capacity: policyRng.int(Math.max(2, Math.floor(newRate / 10)), newRate),
+            refillPerSecond: newRate,
+            bases,
+          },
+    );
   }
   if (specs.length > 1) {
     const newSpec = specs[specs.length - 1] as PolicySpec;
@@ -903,7 +946,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       const node = policyRng.pick(nodes);
       const proposal = {
         proposalId: `sim-${k + 1}`,
-        policies: policiesFileOf(spec, ids, opts.algorithm, opts.floorPpm),
+        policies: policiesFileOf(spec, ids, opts.algorithm, opts.floorPpm, windowMs),
         at: Math.floor(at / 1000),
       };
       // The admin API: RPUSH gq:policy:proposals (lost if that Redis is wiped before the
@@ -1003,10 +1046,10 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     seed: opts.seed,
     ok: failure === undefined,
     failure,
-    admitted: oracle.admitted,
+    admitted: windowAlg ? admittedWindowAlg : oracle.admitted,
     denied,
     worstShareExcess,
-    worstWindowExcess: oracle.worstExcessScaled / 1e6,
+    worstWindowExcess: windowAlg ? worstPerWindowExcess : oracle.worstExcessScaled / 1e6,
     utilization: measuredUs > 0 ? (admittedInWindow * 1e6) / (opts.refillPerSecond * measuredUs) : 0,
     reweightUs,
     loansGranted: nodes.reduce((a, x) => a + x.redis.grants, 0),

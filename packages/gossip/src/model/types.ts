@@ -107,8 +107,14 @@ export type DemandMode =
 export interface ModelOptions {
   readonly seed: number;
   readonly regions: number;
-  /** The key's rate algorithm (leases are token-bucket only: clients need "token_bucket"). */
-  readonly algorithm: "token_bucket" | "gcra";
+  /**
+   * The key's algorithm (leases are token-bucket only: clients need "token_bucket"). A window
+   * algorithm is judged per window (Σ over regions of one window's admissions ≤ C, docs/design.md
+   * §1.1) instead of over every interval, and its policy changes keep C and r (only the weights move).
+   */
+  readonly algorithm: "token_bucket" | "gcra" | "fixed_window" | "sliding_window" | "sliding_log";
+  /** The window of a window algorithm, ms (default 1000). */
+  readonly windowMs?: number;
   readonly capacity: number;
   readonly refillPerSecond: number;
   readonly floorPpm: number;

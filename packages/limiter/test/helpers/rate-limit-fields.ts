@@ -39,7 +39,11 @@ export interface DecisionJson {
 }
 
 /** Every header of a decision agrees with its body; returns the parsed fields. */
-export function expectHeadersMatchBody(h: Headers, body: DecisionJson) {
+export function expectHeadersMatchBody(
+  h: Headers,
+  body: DecisionJson,
+  expected: { readonly baseSlice?: number } = {},
+) {
   const parsed = parseRateLimitFields(h);
   expect(Number.isInteger(body.remaining) && body.remaining >= 0).toBe(true);
   expect(Number.isInteger(body.limit)).toBe(true);
@@ -50,20 +54,29 @@ export function expectHeadersMatchBody(h: Headers, body: DecisionJson) {
   expect(service.name).toBe(body.scope);
   expect(service.params.get("r")).toBe(body.remaining);
   const t = service.params.get("t");
-  expect(t).toBe(body.allowed ? Number(header(h, "ratelimit-reset")) : Number(header(h, "retry-after")));
-  // Policies: the global C, and the scope's capacity with the same partition key.
+  // Allowed: t is the reset; denied: t and every legacy reset are the Retry-After value.
+  const reset = body.allowed ? Math.ceil(body.resetSeconds) : Number(header(h, "retry-after"));
+  expect(t).toBe(reset);
+  // Policies: the global C, and the scope's quota with the same partition key. The
+  // region's quota is its base slice (stable while shares move: `expected.baseSlice`
+  // when the caller knows it); a process's, its own capacity.
   expect(parsed.policies.map((p) => p.name)).toEqual(["global", body.scope]);
   const [global, scoped] = parsed.policies as [ParsedItem, ParsedItem];
   expect(global.params.get("q")).toBe(body.global.limit);
-  expect(scoped.params.get("q")).toBe(body.limit);
-  const pk = (x: ParsedItem) => Buffer.from(x.params.get("pk") as ArrayBuffer).toString();
-  expect(pk(global)).toBe(pk(scoped));
-  expect(Buffer.from(service.params.get("pk") as ArrayBuffer).toString()).toBe(pk(scoped));
+  if (body.scope === "process") expect(scoped.params.get("q")).toBe(body.limit);
+  else if (expected.baseSlice !== undefined) expect(scoped.params.get("q")).toBe(expected.baseSlice);
+  else expect(Number.isInteger(scoped.params.get("q"))).toBe(true);
+  const pkOf = (x: { params: ReadonlyMap<string, BareItem> }) => {
+    const v = x.params.get("pk");
+    return v === undefined ? undefined : Buffer.from(v as ArrayBuffer).toString("hex");
+  };
+  expect(pkOf(global)).toBe(pkOf(scoped));
+  expect(pkOf(service)).toBe(pkOf(scoped));
   // The legacy sets say the same numbers, for the same scope.
   for (const prefix of ["ratelimit", "x-ratelimit"]) {
     expect(header(h, `${prefix}-limit`)).toBe(String(body.limit));
     expect(header(h, `${prefix}-remaining`)).toBe(String(body.remaining));
-    expect(header(h, `${prefix}-reset`)).toBe(String(Math.ceil(body.resetSeconds)));
+    expect(header(h, `${prefix}-reset`)).toBe(String(reset));
   }
   expect(header(h, "x-ratelimit-scope")).toBe(body.scope);
   expect(body[body.scope === "region" ? "regional" : "process"]).toEqual({
@@ -71,5 +84,14 @@ export function expectHeadersMatchBody(h: Headers, body: DecisionJson) {
     remaining: body.remaining,
   });
   expect(body[body.scope === "region" ? "process" : "regional"]).toBeUndefined();
-  return { ...parsed, service, global, scoped, pk: pk(scoped) };
+  const raw = scoped.params.get("pk");
+  return {
+    ...parsed,
+    service,
+    global,
+    scoped,
+    /** The pk as text (partitionKey "raw"), undefined when omitted. */
+    pk: raw === undefined ? undefined : Buffer.from(raw as ArrayBuffer).toString(),
+    pkHex: pkOf(scoped),
+  };
 }
