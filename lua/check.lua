@@ -22,7 +22,7 @@ local now = tonumber(t_[1]) * 1000000 + tonumber(t_[2])
 if ARGV[2] == 'token_bucket' then
   local g = redis.call('MGET', KEYS[1], KEYS[8])
   local m = g[1]
-  local h = redis.call('HMGET', KEYS[3], 'tk', 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de')
+  local h = redis.call('HMGET', KEYS[3], 'tk', 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de', 'rf')
   local first = false
   if h[6] and h[6] ~= '' then first = tonumber(string.match(h[6], '^[^,]+')) end
   if m and h[3] == m and h[7] == ARGV[8] and h[8] and h[10] and h[9] == (g[2] or '0')
@@ -38,6 +38,7 @@ if ARGV[2] == 'token_bucket' then
     local cost_str = ARGV[13]
     local cost = tonumber(cost_str)
     local allowed, kind = 0, 'd|'
+    local hd = C * s / 1000000 - o - tk
     if tk >= cost then
       allowed, kind = 1, 'p|'
       tk = tk - cost
@@ -48,9 +49,47 @@ if ARGV[2] == 'token_bucket' then
       redis.call('HINCRBYFLOAT', KEYS[4], f, cost_str)
     end
     if allowed == 1 then
+      -- lib/refunds.lua inlined (the library is not built here): rf_decode at the stored ts,
+      -- rf_note(ts − 1, headroom before the admission), rf_encode at the new ts (an admission
+      -- raises the headroom: store_bucket's rf_note_low would note nothing).
+      local ts0 = tonumber(h[2])
+      local rf = { ts0, 0 }
+      if h[11] then
+        rf = {}
+        local odd = true
+        for x in string.gmatch(h[11], '[^,]+') do
+          if odd then rf[#rf + 1] = ts0 - tonumber(x) else rf[#rf + 1] = tonumber(x) end
+          odd = not odd
+        end
+      end
+      local q = 0
+      if hd > 0 then
+        q = math.floor(hd * 1000)
+        if q / 1000 > hd then q = q - 1 end
+      end
+      local n, at = #rf, ts - 1
+      if not (n > 0 and rf[n - 1] >= at and rf[n] <= q) then
+        while n > 0 and rf[n] >= q do
+          if rf[n - 1] > at then at = rf[n - 1] end
+          rf[n], rf[n - 1] = nil, nil
+          n = n - 2
+        end
+        rf[n + 1], rf[n + 2] = at, q
+        if n + 2 > 8 then -- 2 · RF_MAX
+          rf[4] = rf[2]
+          table.remove(rf, 1)
+          table.remove(rf, 1)
+        end
+      end
+      local parts = {}
+      for j = 1, #rf, 2 do
+        parts[#parts + 1] = string.format('%d', ts - rf[j])
+        parts[#parts + 1] = string.format('%d', rf[j + 1])
+      end
       local tsf = '%d'
       if ts ~= math.floor(ts) then tsf = '%.17g' end
-      redis.call('HSET', KEYS[3], 'tk', string.format('%.17g', tk), 'ts', string.format(tsf, ts))
+      redis.call('HSET', KEYS[3], 'tk', string.format('%.17g', tk), 'ts', string.format(tsf, ts),
+        'rf', table.concat(parts, ','))
     end
     local rec = 0
     if now < tonumber(string.sub(m, c + 1)) + tonumber(ARGV[10]) + 2 * tonumber(ARGV[9]) then rec = 1 end

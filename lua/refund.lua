@@ -4,7 +4,9 @@
 --       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 cost,
 --       14 receiptId, 15 admittedUs, 16 expiresUs
 -- Returns: {status, remaining (integer or %.17g string), share, leased, recovering 0|1, nowUs, resetUs}
--- status 1: refunded (rate: clamped to the capacity; windows: count ≥ 0; the layout of check.lua).
+-- status 1: refunded: the admission is erased (DESIGN §7). Rate algorithms get back only what it still
+-- keeps out of the bucket (lib/refunds.lua); windows: its own window's count drops (≥ 0), a log loses
+-- the entry made at admittedUs; a receipt of an earlier window changes nothing. The layout of check.lua.
 -- Refused, nothing written but a missing marker: -1 the receipt was used already, -2 TIME ≥ expiresUs,
 -- -3 admitted before this incarnation was born (the bucket it came from was lost).
 -- The caller verified the receipt (HMAC, region, key) and cost ≤ its cost. P:f remembers used
@@ -26,16 +28,19 @@ redis.call('PEXPIRE', KEYS[9], ttl, 'NX')
 redis.call('PEXPIRE', KEYS[9], ttl, 'GT')
 local rec = 0
 if now < rec_end(born, P) then rec = 1 end
+local admitted = tonumber(ARGV[15])
 count(KEYS[4], 'n', ARGV[1], id, cost_str)
 if P.rate_alg then
   local B = load_bucket(KEYS[3], KEYS[5], KEYS[6], P, marker, born, now)
   local cap = P.C * B.s / U - B.o
-  B.tk = math.min(cap, B.tk + cost)
+  local credit = math.min(cost, cap - B.tk, rf_floor(B.rf, admitted))
+  if credit > 0 then B.tk = math.min(cap, B.tk + credit) end
+  B.rf = rf_erase(B.rf, admitted, cost)
   store_bucket(B, P)
   keep(KEYS[3], KEYS[4], KEYS[2], P, now, gen, B.xe, B.dg, B.de, B.has, true)
   return { 1, reply_num(B.tk), B.s, reply_num(B.o), rec, now, 0 }
 end
-refund_window(KEYS[3], KEYS[7], P, marker, now, cost)
+refund_window(KEYS[3], KEYS[7], P, marker, now, cost, admitted)
 local _, rem, reset, _, bk = decide_window(KEYS[3], KEYS[7], P, marker, born, now, 0, '0')
 keep(KEYS[3], KEYS[4], KEYS[2], P, now, gen, bk[1], bk[2], bk[3], bk[4], true)
 local share = P.base

@@ -11,9 +11,11 @@ local function settle(B, P, now)
     local t = sx[i]
     local dt = 0
     if t > ts then dt = t - ts end
+    local hcap = P.C * s / U - o -- this piece's capacity: its end's headroom for refunds
     tk = math.min(P.C * s / U - o, tk + P.R * s / U * dt / 1000000)
     if t > ts then ts = t end
     s, o = sx[i + 1], sx[i + 2]
+    if B.rf then rf_note(B.rf, t, hcap - tk) end -- (carried_level's bucket keeps none)
     i = i + 3
   end
   local dt = 0
@@ -77,11 +79,12 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
   local rend = rec_end(born, P)
   local B = { kb = kb, kl = kl, kk = kk, vf = vf, marker = marker, rend = rend, hold = hold_end(born, P),
               recovering = now < rend, i = 1 }
-  local h = redis.call('HMGET', kb, vf, 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de')
+  local h = redis.call('HMGET', kb, vf, 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de', 'rf')
   B.xe, B.dg, B.de, B.has = h[8], h[9], h[10], h[2] ~= false
   if h[3] == marker and same_policy(h[7], P.pv) then
     B.ts, B.s, B.o = tonumber(h[2]), tonumber(h[4]), tonumber(h[5])
     B.sx = decode_sx(h[6])
+    B.rf = rf_decode(h[11], B.ts)
     local v = tonumber(h[1])
     if gcra then
       local cap, rate = P.C * B.s / U - B.o, P.R * B.s / U
@@ -89,6 +92,7 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
     end
     B.tk = v
     settle(B, P, now)
+    rf_note(B.rf, B.ts - 1, P.C * B.s / U - B.o - B.tk)
     return B
   end
   B.rebuilt = true
@@ -96,6 +100,9 @@ local function load_bucket(kb, kl, kk, P, marker, born, now)
   B.s, B.o, B.sx = build_schedule(ctx_book(B), ctx_leases(B), P, rend, B.hold, now)
   B.ts = now
   B.tk = 0
+  -- Nothing admitted before is kept out of a rebuilt bucket: a barrier (at now itself when a
+  -- policy change restarted it, which an admission of this very instant may precede).
+  if B.restarted then B.rf = { now, 0 } else B.rf = { now - 1, 0 } end
   if (not h[3] or h[3] ~= marker) and now >= rend + full_refill_us(P) then
     B.tk = P.C * B.s / U - B.o
   end
@@ -118,6 +125,7 @@ local function apply_share_change(B, P, now)
   B.rebuilt = true
   local cap = P.C * B.s / U - B.o
   if B.tk > cap then B.tk = cap end
+  rf_note_low(B.rf, B.ts, cap - B.tk)
 end
 
 -- Writes the bucket state; TTLs are the caller's (keep() or touch()).
@@ -127,13 +135,16 @@ local function store_bucket(B, P)
     local cap, rate = P.C * B.s / U - B.o, P.R * B.s / U
     if rate > 0 then v = B.ts + (cap - B.tk) * 1000000 / rate else v = B.ts end
   end
+  rf_note_low(B.rf, B.ts, P.C * B.s / U - B.o - B.tk)
+  local rf = rf_encode(B.rf, B.ts)
   if B.rebuilt then
     redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts), 's', fmt(B.s), 'o', fmt(B.o),
-      'sx', encode_sx(B.sx, B.i), 'inc', B.marker, 'pv', P.pv)
+      'sx', encode_sx(B.sx, B.i), 'inc', B.marker, 'pv', P.pv, 'rf', rf)
   elseif B.sched_dirty then
-    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts), 's', fmt(B.s), 'o', fmt(B.o), 'sx', encode_sx(B.sx, B.i))
+    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts), 's', fmt(B.s), 'o', fmt(B.o), 'sx', encode_sx(B.sx, B.i),
+      'rf', rf)
   else
-    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts))
+    redis.call('HSET', B.kb, B.vf, fmt(v), 'ts', fmt_int(B.ts), 'rf', rf)
   end
   B.has = true
 end

@@ -85,13 +85,15 @@ local function decide_window(kb, kz, P, marker, born, now, cost, cost_str)
   return allowed, rem, reset, commit, bk
 end
 
--- Refund in a window: the count drops (≥ 0); the log loses cost from its
--- oldest entries first (never frees capacity later than the true entry would).
-local function refund_window(kb, kz, P, marker, now, cost)
+-- Refund in a window (DESIGN §7: it erases the admission made at `admitted`): the count of the
+-- admission's own window drops (≥ 0), a receipt of an earlier window changes nothing; the log
+-- loses cost from the entries made at that instant, none once it left the window.
+local function refund_window(kb, kz, P, marker, now, cost, admitted)
   local W = P.W
   if P.alg == 'sliding_log' then
+    if admitted <= now - W then return end
     if redis.call('HGET', kb, 'inc') ~= marker then return end
-    local raw = redis.call('ZRANGEBYSCORE', kz, '(' .. fmt(now - W), '+inf', 'WITHSCORES')
+    local raw = redis.call('ZRANGEBYSCORE', kz, fmt(admitted), fmt(admitted), 'WITHSCORES')
     local left = cost
     for i = 1, #raw, 2 do
       if left <= 0 then break end
@@ -108,6 +110,7 @@ local function refund_window(kb, kz, P, marker, now, cost)
     return
   end
   local k = math.floor(now / W)
+  if math.floor(admitted / W) ~= k then return end
   local h = redis.call('HMGET', kb, 'inc', 'w', 'n')
   if h[1] ~= marker or tonumber(h[2]) ~= k then return end
   local n = tonumber(h[3])

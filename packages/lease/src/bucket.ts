@@ -2,6 +2,7 @@
 // load (create or discard per DESIGN §4), settle, store. Mirrors lua/lib/bucket.lua.
 import { leaseHoldEndUs, newIncarnation, parseMarker, recoveryEndUs } from "./marker.js";
 import { capacityOf, fullRefillUs, rateOf, settle, tatFromTokens, tokensFromTat } from "./refill.js";
+import { refundBarrier, refundNote, refundNoteLow } from "./refunds.js";
 import { buildSchedule, type Schedule, type ShareInputs } from "./share.js";
 import type { KeyState, RegionState } from "./state.js";
 import { bucketVersion, type KeyLimit, leaseHold, type Timing } from "./types.js";
@@ -51,6 +52,8 @@ export interface LiveBucket {
    * check stores it even on a denial, or it would never refill.
    */
   readonly restarted: boolean;
+  /** Headroom suffix minima for refunds (refunds.ts), updated by every observation. */
+  refunds: number[];
 }
 
 export function scheduleFor(key: KeyState, limit: KeyLimit, timing: Timing, marker: string, nowUs: number) {
@@ -111,7 +114,9 @@ export function loadBucket(
       limit.algorithm === "gcra"
         ? tokensFromTat(b.value, b.tsUs, capacityOf(C, sc.share, sc.outstanding), rateOf(R, sc.share))
         : b.value;
-    const s = settle(tokens, b.tsUs, sc, C, R, nowUs);
+    const refunds = [...b.refunds];
+    const s = settle(tokens, b.tsUs, sc, C, R, nowUs, (at, h) => refundNote(refunds, at, h));
+    refundNote(refunds, s.tsUs - 1, capacityOf(C, s.schedule.share, s.schedule.outstanding) - s.tokens);
     return {
       tokens: s.tokens,
       tsUs: s.tsUs,
@@ -121,6 +126,7 @@ export function loadBucket(
       recovering,
       rebuilt: false,
       restarted: false,
+      refunds,
     };
   }
   const schedule = scheduleFor(key, limit, timing, marker, nowUs);
@@ -147,12 +153,14 @@ export function loadBucket(
     recovering,
     rebuilt: true,
     restarted: b?.inc === marker,
+    refunds: refundBarrier(nowUs, b?.inc === marker),
   };
 }
 
 /** Stores a live bucket back into `P:b` (GCRA as a TAT). */
 export function storeBucket(key: KeyState, live: LiveBucket, limit: KeyLimit): void {
   const sc = live.schedule;
+  refundNoteLow(live.refunds, live.tsUs, liveCapacity(live, limit) - live.tokens);
   const value =
     limit.algorithm === "gcra"
       ? tatFromTokens(
@@ -162,7 +170,14 @@ export function storeBucket(key: KeyState, live: LiveBucket, limit: KeyLimit): v
           rateOf(limit.refillPerSecond, sc.share),
         )
       : live.tokens;
-  key.bucket = { value, tsUs: live.tsUs, inc: live.marker, pv: live.pv, schedule: sc };
+  key.bucket = {
+    value,
+    tsUs: live.tsUs,
+    inc: live.marker,
+    pv: live.pv,
+    schedule: sc,
+    refunds: [...live.refunds],
+  };
 }
 
 /**
@@ -180,6 +195,7 @@ export function applyShareChange(
   live.schedule = scheduleFor(key, limit, timing, live.marker, nowUs);
   const cap = capacityOf(limit.capacity, live.schedule.share, live.schedule.outstanding);
   live.tokens = Math.min(cap, live.tokens);
+  refundNoteLow(live.refunds, live.tsUs, cap - live.tokens);
 }
 
 export function liveCapacity(live: LiveBucket, limit: KeyLimit): number {

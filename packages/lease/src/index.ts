@@ -114,4 +114,13 @@ export {
   type Timing,
   US_PER_SECOND,
 } from "./types.js";
+export {
+  REFUND_FLOOR_ENTRIES,
+  refundBarrier,
+  refundErase,
+  refundFloor,
+  refundMilli,
+  refundNote,
+  refundNoteLow,
+} from "./refunds.js";
 export { decideWindow, logEntryCost, refundWindow, sliceLimit, type WindowOutcome } from "./windows.js";

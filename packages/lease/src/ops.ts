@@ -13,6 +13,7 @@ import {
 } from "./bucket.js";
 import { parseMarker, replicaId } from "./marker.js";
 import { fullRefillUs } from "./refill.js";
+import { refundErase, refundFloor } from "./refunds.js";
 import type { KeyState, RegionState } from "./state.js";
 import { type KeyLimit, isRateAlgorithm, SHARE_UNITS, type Timing } from "./types.js";
 import { decideWindow, refundWindow } from "./windows.js";
@@ -144,18 +145,26 @@ export function checkCompound(
   return { allowed, parts: prepared.map((p) => p.outcome), failedIndex };
 }
 
-/** lua/refund.lua: gives `cost` back (clamped to the capacity; windows: to 0 used). */
+/**
+ * lua/refund.lua: erases the admission of `cost` made at `admittedUs` (DESIGN §7). Rate
+ * algorithms get back only what it still keeps out of the bucket (refunds.ts): min(cost,
+ * headroom now, the smallest headroom seen since it); windows: windows.ts refundWindow.
+ */
 export function refund(
   region: RegionState,
   key: KeyState,
   limit: KeyLimit,
   timing: Timing,
   cost: number,
+  admittedUs: number,
   nowUs: number,
 ): CheckOutcome {
   if (isRateAlgorithm(limit.algorithm)) {
     const live = loadBucket(region, key, limit, timing, nowUs);
-    live.tokens = Math.min(liveCapacity(live, limit), live.tokens + cost);
+    const cap = liveCapacity(live, limit);
+    const credit = Math.min(cost, cap - live.tokens, refundFloor(live.refunds, admittedUs));
+    if (credit > 0) live.tokens = Math.min(cap, live.tokens + credit);
+    live.refunds = refundErase(live.refunds, admittedUs, cost);
     storeBucket(key, live, limit);
     bump(key, counterField("n", region, live.marker), cost);
     return {
@@ -169,7 +178,7 @@ export function refund(
       nowUs,
     };
   }
-  refundWindow(region, key, limit, cost, nowUs);
+  refundWindow(region, key, limit, cost, admittedUs, nowUs);
   bump(key, counterField("n", region, ensureMarker(region, nowUs)), cost);
   return { ...peek(region, key, limit, timing, nowUs), allowed: true };
 }

@@ -39,6 +39,8 @@ export function settle(
   capacity: number,
   refillPerSecond: number,
   nowUs: number,
+  /** Called with the headroom (capacity − tokens) at the end of each piece before now (refunds.ts). */
+  onPieceEnd?: (atUs: number, headroom: number) => void,
 ): Settled {
   let tk = tokens;
   let ts = tsUs;
@@ -56,6 +58,7 @@ export function settle(
       capacityOf(capacity, share, outstanding),
       rateOf(refillPerSecond, share),
     );
+    onPieceEnd?.(p.atUs, capacityOf(capacity, share, outstanding) - tk);
     if (p.atUs > ts) ts = p.atUs;
     share = p.share;
     outstanding = p.outstanding;

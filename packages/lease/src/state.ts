@@ -15,6 +15,8 @@ export interface BucketHash {
   pv: string;
   /** `s`, `o`, `sx`: the share schedule from `tsUs` on. */
   schedule: Schedule;
+  /** `rf`: headroom suffix minima for refunds, flat [t µs, milli-tokens, …] (refunds.ts). */
+  refunds: number[];
 }
 
 /** `P:b` for the window algorithms. */

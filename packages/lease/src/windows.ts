@@ -130,16 +130,18 @@ function decideLog(
 }
 
 /**
- * Refund in a window: the current window's count drops (never below 0); the
- * log loses cost from its oldest entries first, which frees capacity no later
- * than the refunded admission would have (the conservative choice when the
- * refunded entry is not known).
+ * Refund in a window (DESIGN §7: it erases the admission made at
+ * `admittedUs`): the count of the admission's own window drops (never below
+ * 0); a receipt of an earlier window changes nothing (its admission no longer
+ * counts in the current one). The log loses cost from the entries made at that
+ * instant, none once it left the window.
  */
 export function refundWindow(
   region: RegionState,
   key: KeyState,
   limit: KeyLimit,
   cost: number,
+  admittedUs: number,
   nowUs: number,
 ): void {
   const marker = ensureMarker(region, nowUs);
@@ -148,11 +150,10 @@ export function refundWindow(
     // As lua/lib/windows.lua refund_window: a log of another incarnation is left as it
     // is, and entries already out of the window stay until the next admission
     // trims them (the Lua touches only the entries it reads).
-    if (key.logInc !== marker) return;
-    const entries = liveLog(key, marker, W, nowUs);
+    if (admittedUs <= nowUs - W || key.logInc !== marker) return;
     let left = cost;
-    const kept: LogEntry[] = key.log.filter((e) => e.scoreUs <= nowUs - W);
-    for (const e of entries) {
+    const kept: LogEntry[] = key.log.filter((e) => e.scoreUs !== admittedUs);
+    for (const e of key.log.filter((x) => x.scoreUs === admittedUs).sort(byScoreThenMember)) {
       const c = logEntryCost(e);
       if (left <= 0) kept.push(e);
       else if (c <= left) left -= c;
@@ -166,6 +167,7 @@ export function refundWindow(
     return;
   }
   const k = Math.floor(nowUs / W);
+  if (Math.floor(admittedUs / W) !== k) return;
   const st = key.window;
   if (st === undefined || st.inc !== marker || st.window !== k) return;
   st.count = st.count > cost ? st.count - cost : 0;

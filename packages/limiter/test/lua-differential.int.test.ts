@@ -1,6 +1,8 @@
 // Differential test of every Lua script against the pure model (@geoquota/lease).
 // Two regions, each with its own real redis-server, run random operation
-// sequences: checks (every algorithm, compound), refunds, lease acquire (with
+// sequences: checks (every algorithm, compound), refunds (of real admissions,
+// early and late: after the bucket refilled, across share changes and windows;
+// and of a receipt from the future), lease acquire (with
 // releases) and release, loan grant/renew, merge (late and duplicated copies
 // too), early return and the lender receiving it, lapses (loans of a few ms),
 // recovery (marker deleted, FLUSHALL, incarnation rotated), policy changes
@@ -48,6 +50,8 @@ const PATH = process.env.GQ_DIFF_PATH;
 /** Sequences per rate algorithm (token bucket, GCRA: loans and leases) and per window algorithm. */
 const RUNS_RATE = Number(process.env.GQ_DIFF_RUNS ?? 16);
 const RUNS_WINDOW = Math.max(1, Math.round(RUNS_RATE / 3));
+/** Sequences per rate algorithm of the refund mix. */
+const RUNS_REFUNDS = Math.max(2, Math.round(RUNS_RATE / 2));
 
 type Reg = "a" | "b";
 const REGS: readonly Reg[] = ["a", "b"];
@@ -63,6 +67,8 @@ interface Region {
   policies: Map<string, KeyPolicy>;
   /** Lease ids issued here (expired or released ones included: releasing them again is an op). */
   leaseIds: string[];
+  /** Admissions of "api" made here (Redis TIME, cost): what refunds name. */
+  admitted: { us: number; cost: number }[];
 }
 
 let servers: RedisServer[] = [];
@@ -91,11 +97,16 @@ const cost = fc.oneof(
 );
 const reg = fc.constantFrom<Reg>("a", "b");
 const waitMs = fc.oneof(fc.integer({ min: 1, max: 10 }), fc.integer({ min: 10, max: 60 }));
+const backArb = fc.oneof(
+  { weight: 1, arbitrary: fc.constant(-1) },
+  { weight: 4, arbitrary: fc.nat({ max: 6 }) },
+);
 
 type Op =
   | { k: "check"; r: Reg; cost: number }
   | { k: "compound"; r: Reg; cost: number; costAux: number }
-  | { k: "refund"; r: Reg; cost: number }
+  /** `back`: the admission `back` places before this region's latest (default 0; −1: a receipt admitted later than now). */
+  | { k: "refund"; r: Reg; cost: number; back?: number }
   | { k: "acquire"; r: Reg; tokens: number; durMs: number; releases: number; usedPct: number }
   | { k: "release"; r: Reg; pick: number; usedPct: number }
   /** `aboveFloor`: units = base − floor + units (what the lender may lend from its base, ± a margin). */
@@ -190,7 +201,7 @@ const opArb = (rate: boolean): fc.Arbitrary<Op> => {
  * return and its receipt (trap 12), and a recovery probed every few ms until
  * past its end (trap 4).
  */
-const macroArb = (rate: boolean, leases: boolean): fc.Arbitrary<Op[]> => {
+const macroArb = (rate: boolean, leases: boolean, withRefunds: boolean): fc.Arbitrary<Op[]> => {
   // ≤ 160,000 ppm: every base (≥ 200,000) minus the floor can lend it.
   const units = fc.integer({ min: 5, max: 16 }).map((x) => x * 10_000);
   const dur = fc.integer({ min: 15, max: 40 });
@@ -291,6 +302,29 @@ const macroArb = (rate: boolean, leases: boolean): fc.Arbitrary<Op[]> => {
         grant ? { k: "grant", r, units: 50_000, durMs: 20 } : { k: "check", r, cost: 1 },
       ]),
     ]);
+  // Refunds early and late (DESIGN §7): a few admissions, the latest refunded at once, a wait
+  // (often until the bucket refilled), maybe a share change in between (a loan granted, lapsing
+  // later), then the oldest refunded and a check spending what came back.
+  const refunds = fc
+    .record({
+      r: reg,
+      c1: fc.integer({ min: 1, max: 12 }),
+      n: fc.integer({ min: 2, max: 6 }),
+      w: fc.integer({ min: 10, max: 150 }),
+      grant: fc.boolean(),
+      cost,
+      back: backArb,
+    })
+    .map(({ r, c1, n, w, grant, cost, back }): Op[] => [
+      ...Array.from({ length: n }, (): Op => ({ k: "check", r, cost: c1 })),
+      { k: "refund", r, cost: c1, back: 0 },
+      ...(grant ? [{ k: "grant" as const, r, units: 50_000, durMs: Math.floor(w / 2) + 5 }] : []),
+      { k: "wait", ms: w },
+      { k: "refund", r, cost: c1, back: n - 1 },
+      { k: "check", r, cost },
+      { k: "refund", r, cost: c1, back },
+    ]);
+  if (withRefunds) return rate ? fc.oneof(refunds, stair, borrowed) : fc.oneof(refunds, stair);
   if (!rate) return fc.oneof(stair, recoveryProbe);
   const common = [
     { weight: 4, arbitrary: stair },
@@ -304,14 +338,15 @@ const macroArb = (rate: boolean, leases: boolean): fc.Arbitrary<Op[]> => {
     : fc.oneof(...common);
 };
 
-const opsArb = (algorithm: Algorithm): fc.Arbitrary<Op[]> => {
+/** `withRefunds`: the refund mix (early and late refunds between the random ops). */
+const opsArb = (algorithm: Algorithm, withRefunds = false): fc.Arbitrary<Op[]> => {
   const rate = algorithm === "token_bucket" || algorithm === "gcra";
   const leases = algorithm === "token_bucket";
   return fc
     .array(
       fc.oneof(
         { weight: 3, arbitrary: opArb(leases).map((o) => [o]) },
-        { weight: rate ? 2 : 1, arbitrary: macroArb(rate, leases) },
+        { weight: rate || withRefunds ? 2 : 1, arbitrary: macroArb(rate, leases, withRefunds) },
       ),
       { minLength: 8, maxLength: 24 },
     )
@@ -362,7 +397,7 @@ async function redisDumps(
     const dump: KeyDump = { b: {}, c: {}, l: {}, k: {}, z: [] };
     for (const [f, v] of Object.entries(b ?? {})) {
       if (BOOKKEEPING.has(f)) continue;
-      dump.b[f] = STRING_FIELDS.has(f) ? v : f === "sx" ? nums(v) : Number(v);
+      dump.b[f] = STRING_FIELDS.has(f) ? v : f === "sx" || f === "rf" ? nums(v) : Number(v);
     }
     for (const [f, v] of Object.entries(c ?? {})) dump.c[f] = Number(v);
     for (const [f, v] of Object.entries(l ?? {})) {
@@ -388,6 +423,8 @@ function modelDump(key: lease.KeyState, limit: lease.KeyLimit): KeyDump {
     dump.b.sx = b.schedule.next.flatMap((p) => [p.atUs, p.share, p.outstanding]);
     dump.b.inc = b.inc;
     dump.b.pv = b.pv;
+    // `rf` is stored relative to ts (lib/refunds.lua rf_encode).
+    dump.b.rf = b.refunds.map((x, i) => (i % 2 === 0 ? b.tsUs - x : x));
   }
   const w = key.window;
   if (w !== undefined) {
@@ -437,6 +474,8 @@ export interface PieceStats {
   multiPieceClamped: number;
   /** …of which clamping only at now, or refilling to the larger capacity, ends with other tokens. */
   distinguishing: number;
+  /** Refunds of a real admission that gave back less than "fresh capacity" would (DESIGN §7). */
+  refundsBelowFresh: number;
 }
 
 /** Inspects the settle an op at `nowUs` will do on `key`'s stored bucket (before the op). */
@@ -510,6 +549,7 @@ async function runSequence(
   stats: PieceStats,
 ) {
   tenantN += 1;
+  const rate = algorithm === "token_bucket" || algorithm === "gcra";
   const tenant = `d${process.pid}x${tenantN}`;
   const shard = shardOf(tenant);
   const mk = (resource: string, alg: Algorithm, base: number): KeyPolicy => ({
@@ -538,6 +578,7 @@ async function runSequence(
         ["aux", mk("aux", auxAlgorithm, base)],
       ]),
       leaseIds: [],
+      admitted: [],
     };
   }
   const loans: Msg[] = [];
@@ -615,12 +656,21 @@ async function runSequence(
       case "check":
       case "refund": {
         // The model has no receipts (their refusals are tested in refund-receipts.int.test.ts): a
-        // refund carries a fresh, valid one — admitted "later" than any marker birth, never expired.
+        // refund carries a fresh, valid one for an admission of this incarnation (never expired),
+        // or one admitted "later" than now (then nothing observed since limits the credit).
+        const born =
+          g.model.marker === undefined ? Number.POSITIVE_INFINITY : lease.parseMarker(g.model.marker).bornUs;
+        const live = g.admitted.filter((x) => x.us >= born);
+        const named =
+          op.k === "refund" && (op.back ?? 0) >= 0
+            ? live[live.length - 1 - ((op.back ?? 0) % Math.max(1, live.length))]
+            : undefined;
         const receipt = () => {
           receipts += 1;
-          const admittedUs = (Date.now() + 3_600_000) * 1000;
+          const admittedUs = named?.us ?? (Date.now() + 3_600_000) * 1000;
           return [`d${receipts}`, String(admittedUs), String(admittedUs + 60_000_000)];
         };
+        const args7 = receipt();
         const { rr, now } =
           op.k === "check"
             ? await g.scripts
@@ -630,19 +680,26 @@ async function runSequence(
                 .call(
                   op.k,
                   [...a.keys, refundedReceiptsKey(p.tenant, p.resource)],
-                  [g.name, ...a.policyArgv, String(op.cost), ...receipt()],
+                  [g.name, ...a.policyArgv, String(op.cost), ...args7],
                 )
-                .then((r) => ({ rr: r.decision, now: r.nowUs }));
+                .then((r) => {
+                  expect(r.status, `${step}: refund status`).toBe(1);
+                  return { rr: r.decision as DecisionReply, now: r.nowUs };
+                });
         notePieces(stats, key, limit, g.model.marker, now);
-        const want = (op.k === "check" ? lease.check : lease.refund)(
-          g.model,
-          key,
-          limit,
-          TIMING,
-          op.cost,
-          now,
-        );
+        // What counting the refund as fresh capacity would give back (the old rule), to count the
+        // refunds where "erase the admission" gives less.
+        const before = op.k === "refund" && rate ? lease.peek(g.model, key, limit, TIMING, now) : undefined;
+        const want =
+          op.k === "check"
+            ? lease.check(g.model, key, limit, TIMING, op.cost, now)
+            : lease.refund(g.model, key, limit, TIMING, op.cost, Number(args7[1]), now);
         expectDecision(rr, want, p, step);
+        if (op.k === "check" && want.allowed && op.cost > 0) g.admitted.push({ us: now, cost: op.cost });
+        if (before !== undefined && named !== undefined) {
+          const fresh = Math.min(op.cost, before.capacity - before.remaining);
+          if (want.remaining - before.remaining < fresh) stats.refundsBelowFresh++;
+        }
         break;
       }
       case "compound": {
@@ -674,6 +731,7 @@ async function runSequence(
         want.parts.forEach((w, j) => {
           expectDecision(rr.parts[j] as DecisionReply, w, j === 0 ? p : pa, `${step} item ${j}`);
         });
+        if (want.allowed && op.cost > 0) g.admitted.push({ us: now, cost: op.cost });
         break;
       }
       case "acquire": {
@@ -839,7 +897,7 @@ function notePiecesIf(
   nowUs: number,
   apply: () => boolean,
 ): void {
-  const probe: PieceStats = { multiPieceClamped: 0, distinguishing: 0 };
+  const probe: PieceStats = { multiPieceClamped: 0, distinguishing: 0, refundsBelowFresh: 0 };
   notePieces(probe, key, limit, marker, nowUs);
   if (apply()) {
     stats.multiPieceClamped += probe.multiPieceClamped;
@@ -880,37 +938,43 @@ const report: Record<string, PieceStats & { sequences: number }> = {};
 
 /** Minimum multi-piece clamped settles per rate-algorithm run (the sequences must exercise trap 10). */
 const MIN_MULTI_PIECE = 3;
+/** Minimum refunds per rate-algorithm run that gave back less than the old "fresh capacity" rule. */
+const MIN_REFUNDS_BELOW_FRESH = 3;
 
 describe("every script = the model, step by step (two regions, real Redis)", () => {
   for (const algorithm of ALGORITHMS) {
     const rate = algorithm === "token_bucket" || algorithm === "gcra";
-    it(`${algorithm}: replies and state equal`, async () => {
-      const stats = { multiPieceClamped: 0, distinguishing: 0, sequences: 0 };
-      const prop = fc.asyncProperty(
-        opsArb(algorithm),
-        fc.constantFrom<Algorithm>(...ALGORITHMS),
-        fc.integer({ min: 200, max: 800 }).map((x) => x * 1000),
-        async (ops, aux, baseA) => {
-          stats.sequences++;
-          await runSequence(algorithm, aux, ops, baseA, stats);
-        },
-      );
-      const seed = SEED + ALGORITHMS.indexOf(algorithm);
-      const out = await fc.check(prop, {
-        seed,
-        numRuns: rate ? RUNS_RATE : RUNS_WINDOW,
-        endOnFailure: true,
-        ...(PATH !== undefined ? { path: PATH } : {}),
-      });
-      if (out.failed) {
-        const replay = `GQ_DIFF_SEED=${SEED} GQ_DIFF_PATH=${out.counterexamplePath} bash scripts/test.sh --project limiter lua-differential -t "${algorithm}: replies"`;
-        throw new Error(
-          `Lua ≠ model for ${algorithm} (seed ${seed}); replay: ${replay}\n` +
-            `ops: ${JSON.stringify(out.counterexample)}\n${String(out.errorInstance)}`,
+    const property = (name: string, withRefunds: boolean, runs: number, seedOffset: number) =>
+      it(`${algorithm}: ${name}`, async () => {
+        const stats = { multiPieceClamped: 0, distinguishing: 0, refundsBelowFresh: 0, sequences: 0 };
+        const prop = fc.asyncProperty(
+          opsArb(algorithm, withRefunds),
+          fc.constantFrom<Algorithm>(...ALGORITHMS),
+          fc.integer({ min: 200, max: 800 }).map((x) => x * 1000),
+          async (ops, aux, baseA) => {
+            stats.sequences++;
+            await runSequence(algorithm, aux, ops, baseA, stats);
+          },
         );
-      }
-      report[algorithm] = stats;
-    });
+        const seed = SEED + seedOffset + ALGORITHMS.indexOf(algorithm);
+        const out = await fc.check(prop, {
+          seed,
+          numRuns: runs,
+          endOnFailure: true,
+          ...(PATH !== undefined ? { path: PATH } : {}),
+        });
+        if (out.failed) {
+          const replay = `GQ_DIFF_SEED=${SEED} GQ_DIFF_PATH=${out.counterexamplePath} bash scripts/test.sh --project limiter lua-differential -t "${algorithm}: ${name}"`;
+          throw new Error(
+            `Lua ≠ model for ${algorithm} (seed ${seed}); replay: ${replay}\n` +
+              `ops: ${JSON.stringify(out.counterexample)}\n${String(out.errorInstance)}`,
+          );
+        }
+        report[withRefunds ? `${algorithm} refunds` : algorithm] = stats;
+      });
+    property("replies and state equal", false, rate ? RUNS_RATE : RUNS_WINDOW, 0);
+    // Refunds early and late (DESIGN §7): the admission erased, whatever refilled or changed since.
+    property("refunds early and late, replies and state equal", true, rate ? RUNS_REFUNDS : RUNS_WINDOW, 100);
     if (rate) {
       // A separate test, so a planted bug counts as caught only by an inequality above.
       it(`${algorithm}: the sequences contained multi-piece settles with a binding clamp`, async ({
@@ -918,11 +982,16 @@ describe("every script = the model, step by step (two regions, real Redis)", () 
       }) => {
         const stats = report[algorithm];
         expect(stats, "the equality test ran").toBeDefined();
-        const line = `${algorithm}: ${stats?.sequences} sequences; multi-piece settles with a clamp binding: ${stats?.multiPieceClamped} (${stats?.distinguishing} where clamping only at now / at the larger capacity ends elsewhere)`;
+        const line = `${algorithm}: ${stats?.sequences} sequences; multi-piece settles with a clamp binding: ${stats?.multiPieceClamped} (${stats?.distinguishing} where clamping only at now / at the larger capacity ends elsewhere); refunds below fresh capacity: ${report[`${algorithm} refunds`]?.refundsBelowFresh}`;
         await annotate(line);
         // The report itself (not a stray log: the hygiene check watches console.*).
         process.stdout.write(`lua-differential: ${line}\n`);
         expect(stats?.distinguishing).toBeGreaterThanOrEqual(MIN_MULTI_PIECE);
+      });
+      it(`${algorithm}: the refund sequences contained refunds that erasing gives less than fresh capacity`, () => {
+        const refunds = report[`${algorithm} refunds`];
+        expect(refunds, "the refund test ran").toBeDefined();
+        expect(refunds?.refundsBelowFresh).toBeGreaterThanOrEqual(MIN_REFUNDS_BELOW_FRESH);
       });
     }
   }

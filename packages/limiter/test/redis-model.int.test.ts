@@ -18,8 +18,8 @@ const op = fc.record({
 });
 
 /** A refund with a fresh receipt (the model has no receipts: refusals are tested elsewhere). */
-async function refunded(p: KeyPolicy, cost: number) {
-  const r = await fx.setup.store.refund(p, cost, receiptRef());
+async function refunded(p: KeyPolicy, cost: number, admittedUs: number) {
+  const r = await fx.setup.store.refund(p, cost, receiptRef(admittedUs));
   if (!r.refunded) throw new Error(`refund refused: ${r.reason}`);
   return r.decision;
 }
@@ -38,14 +38,19 @@ describe("scripts = model (replay with the scripts' own TIME)", () => {
             const region: lease.RegionState = { region: "eu", marker: fx.setup.marker };
             const key = lease.emptyKeyState();
             const limit = keyLimit(p);
+            // Refunds name the latest admission (its Redis TIME), or one "from now" before any.
+            let admittedUs = Date.now() * 1000;
             for (const o of ops) {
               if (o.sleepMs > 0) await sleep(o.sleepMs);
               const got =
-                o.kind === "check" ? await fx.setup.store.check(p, o.cost) : await refunded(p, o.cost);
+                o.kind === "check"
+                  ? await fx.setup.store.check(p, o.cost)
+                  : await refunded(p, o.cost, admittedUs);
               const want =
                 o.kind === "check"
                   ? lease.check(region, key, limit, TIMING, o.cost, got.nowUs)
-                  : lease.refund(region, key, limit, TIMING, o.cost, got.nowUs);
+                  : lease.refund(region, key, limit, TIMING, o.cost, admittedUs, got.nowUs);
+              if (o.kind === "check" && got.allowed) admittedUs = got.nowUs;
               expect(got.allowed).toBe(want.allowed);
               expect(got.tokens).toBe(want.remaining);
               expect(got.share).toBe(want.share);

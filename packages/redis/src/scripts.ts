@@ -29,7 +29,8 @@ const LUA_DIR = ((): URL => {
  * only what the files before it define. core: numbers and formatting, policy,
  * incarnation marker, recovery; keep: change feed, TTLs, counters, keep();
  * book: loan records (P:l) and lease records (P:k); schedule: share s(t),
- * pins, sx; bucket: refill (settle), load/store, lease release; windows:
+ * pins, sx; refunds: what a refund may give back (headroom minima);
+ * bucket: refill (settle), load/store, lease release; windows:
  * window decisions and refunds.
  */
 const LIB_FILES: readonly string[] = [
@@ -37,6 +38,7 @@ const LIB_FILES: readonly string[] = [
   "lib/keep.lua",
   "lib/book.lua",
   "lib/schedule.lua",
+  "lib/refunds.lua",
   "lib/bucket.lua",
   "lib/windows.lua",
 ];

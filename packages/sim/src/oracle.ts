@@ -15,7 +15,7 @@ export interface Admission {
   readonly sentMs: number;
   /** Client clock, ms, when the answer arrived. */
   readonly answeredMs: number;
-  /** Admitted cost, gross (refunds are separate records and count only when they match). */
+  /** Admitted cost, gross (refunds are separate records; a matched one erases this admission, or part of it). */
   readonly cost: number;
   /** What refunds name to reverse this admission (e.g. its refund receipt); none: not refundable. */
   readonly id?: string | undefined;
@@ -72,15 +72,15 @@ export interface OracleVerdict {
   readonly ok: boolean;
   /** Gross admitted cost. */
   readonly admitted: number;
-  /** Refunded cost that matched an admission (counted against the bound). */
+  /** Refunded cost that matched an admission (erased from it before the bound is checked). */
   readonly refundedMatched: number;
   /** Refunded cost the service accepted that matched nothing (a refund minting quota, if admitted). */
   readonly refundedUnmatched: number;
   /** C + r·(last answer − first send) over the whole run. */
   readonly bound: number;
-  /** Largest (admitted − matched refunds − bound) over every checked interval; ≤ 0 when ok. */
+  /** Largest (admitted, refunded admissions erased, − bound) over every checked interval; ≤ 0 when ok. */
   readonly worstExcess: number;
-  /** The interval with the largest excess, ms (`admitted` there is net of its matched refunds). */
+  /** The interval with the largest excess, ms (`admitted` there without the erased admissions). */
   readonly worstInterval: { startMs: number; endMs: number; admitted: number; bound: number } | null;
   readonly intervalsChecked: number;
 }
@@ -98,11 +98,12 @@ interface Matched {
  * that admission was answered (its receipt existed), and only up to the
  * admission's cost, refunds of one admission taken in send order. The rest
  * of a refund counts for nothing: a service that accepted it minted quota.
+ * `erased`: per admission id, the cost its matched refunds erased.
  */
 export function matchRefunds(
   admissions: readonly Admission[],
   refunds: readonly Refund[],
-): { matched: Matched[]; unmatched: number } {
+): { matched: Matched[]; unmatched: number; erased: Map<string, number> } {
   const left = new Map<string, { answeredMs: number; cost: number }>();
   for (const a of admissions) {
     if (a.id === undefined || !(a.cost > 0)) continue;
@@ -114,6 +115,7 @@ export function matchRefunds(
     );
   }
   const matched: Matched[] = [];
+  const erased = new Map<string, number>();
   let unmatched = 0;
   for (const r of [...refunds].sort((x, y) => x.sentMs - y.sentMs)) {
     if (!(r.cost > 0)) continue;
@@ -122,38 +124,52 @@ export function matchRefunds(
     if (take > 0) {
       a!.cost -= take;
       matched.push({ sentMs: r.sentMs, answeredMs: r.answeredMs, cost: take });
+      erased.set(r.admissionId!, (erased.get(r.admissionId!) ?? 0) + take);
     }
     unmatched += r.cost - take;
   }
-  return { matched, unmatched };
+  return { matched, unmatched, erased };
+}
+
+/** The history a service owes the bound on: each admission less what its matched refunds erased. */
+function eraseRefunded(adm: readonly Admission[], erased: ReadonlyMap<string, number>): Admission[] {
+  const out: Admission[] = [];
+  for (const a of adm) {
+    const cost = a.id === undefined ? a.cost : a.cost - (erased.get(a.id) ?? 0);
+    if (cost > 0) out.push(cost === a.cost ? a : { ...a, cost });
+  }
+  return out;
 }
 
 /**
- * Checks the whole run and every sub-interval. O(n²) in admissions plus
- * refunds; n is small (≈ C + r·T). With a schedule the worst intervals are
- * still (send, answer) pairs: a later start never meets more segments.
+ * Checks the whole run and every sub-interval. O(n²) in admissions; n is
+ * small (≈ C + r·T). With a schedule the worst intervals are still (send,
+ * answer) pairs: a later start never meets more segments.
  *
- * Refunds: over [t0, t1] a bucket admits at most C + r·(t1 − t0) plus what
- * refunds applied inside [t0, t1] gave back. A refund was applied somewhere in
- * its [sent, answered], so every matched refund whose span meets [t0, t1] is
- * subtracted (the lenient side: the check never blames a correct service).
- * The worst intervals still start at an admission's send and end at an
- * admission's answer: a refund only lowers the count as the interval grows.
+ * Refunds (DESIGN §7): a refund erases the admission it names. Each matched
+ * refund is removed from its admission (the whole admission when refunded in
+ * full) and the bound is checked, exactly, on what remains: a service may give
+ * back only what the admission still keeps out of its bucket. Counting a
+ * refund as fresh capacity at the instant it is applied would let a late
+ * refund of an old admission mint a burst.
  */
 export function checkGlobalBound(
   admissions: readonly Admission[],
   limit: OracleLimit | LimitSchedule,
   refunds: readonly Refund[] = [],
 ): OracleVerdict {
-  const adm = admissions.filter((a) => a.cost > 0);
-  const { matched, unmatched } = matchRefunds(adm, refunds);
+  const gross = admissions.filter((a) => a.cost > 0);
+  const { matched, unmatched, erased } = matchRefunds(gross, refunds);
   const refundedMatched = matched.reduce((s, m) => s + m.cost, 0);
+  const adm = eraseRefunded(gross, erased);
   const fixed = "segments" in limit ? undefined : limit;
+  let admitted = 0;
+  for (const a of gross) admitted += a.cost;
   if (adm.length === 0) {
     const c = fixed?.capacity ?? 0;
     return {
       ok: true,
-      admitted: 0,
+      admitted,
       refundedMatched,
       refundedUnmatched: unmatched,
       bound: c,
@@ -162,11 +178,9 @@ export function checkGlobalBound(
       intervalsChecked: 0,
     };
   }
-  let admitted = 0;
   let first = Number.POSITIVE_INFINITY;
   let last = Number.NEGATIVE_INFINITY;
   for (const a of adm) {
-    admitted += a.cost;
     if (a.sentMs < first) first = a.sentMs;
     if (a.answeredMs > last) last = a.answeredMs;
   }
@@ -177,21 +191,16 @@ export function checkGlobalBound(
   let checked = 0;
 
   // For each start t0 = a send time, sweep admissions with sent ≥ t0 in
-  // answer order; the running sum at each answer time t1 is what lies inside
-  // [t0, t1], less the matched refunds with answered ≥ t0 and sent ≤ t1.
+  // answer order; the running sum at each answer time t1 is what lies inside [t0, t1].
   const bySent = [...adm].sort((a, b) => a.sentMs - b.sentMs);
   const byAnswer = [...adm].sort((a, b) => a.answeredMs - b.answeredMs);
-  const refundsBySent = [...matched].sort((a, b) => a.sentMs - b.sentMs);
   for (let i = 0; i < bySent.length; i++) {
     const t0 = bySent[i]!.sentMs;
     if (i > 0 && bySent[i - 1]!.sentMs === t0) continue;
-    const live = refundsBySent.filter((m) => m.answeredMs >= t0);
-    let next = 0;
     let sum = 0;
     for (const a of byAnswer) {
       if (a.sentMs < t0) continue;
       sum += a.cost;
-      while (next < live.length && live[next]!.sentMs <= a.answeredMs) sum -= live[next++]!.cost;
       const l = fixed ?? limitOver(limit, t0, a.answeredMs);
       const b = l.capacity + (l.refillPerSecond / 1000) * (a.answeredMs - t0);
       checked++;

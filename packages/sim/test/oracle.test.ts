@@ -60,7 +60,7 @@ describe("global-bound oracle", () => {
     );
   });
 
-  describe("refunds: gross admissions minus matched refunds", () => {
+  describe("refunds erase the admission they name (DESIGN §7)", () => {
     const flat = { capacity: 10, refillPerSecond: 0 };
     // A burst of exactly C, each admission refundable by its id.
     const burst = (): Admission[] =>
@@ -103,12 +103,27 @@ describe("global-bound oracle", () => {
       }
     });
 
-    it("a refund helps only intervals its span meets", () => {
-      // 11 admitted in [0, 1]; the refund at [5, 6] came too late to pay for that burst.
-      const adm = [...burst(), { sentMs: 0, answeredMs: 1, cost: 1 }, ...later(1, 20)];
+    it("a refund erases its admission from every interval, before and after the refund", () => {
+      // 11 admitted in [0, 1]; the refund at [5, 6] erases a0: what remains is 10 there.
+      const adm = [...burst(), { sentMs: 0, answeredMs: 1, cost: 1 }];
       const v = checkGlobalBound(adm, flat, [refund("a0")]);
+      expect(v).toMatchObject({ ok: true, admitted: 11, refundedMatched: 1 });
+      // One more at 20 ms is one too many (r = 0): the refund gave a0 back, nothing else.
+      expect(checkGlobalBound([...adm, ...later(1, 20)], flat, [refund("a0")]).ok).toBe(false);
+      expect(v.worstInterval).toMatchObject({ admitted: 10 });
+      // A partial refund erases only its part.
+      expect(checkGlobalBound(adm, flat, [refund("a0", 0.5)]).worstExcess).toBeCloseTo(0.5, 9);
+    });
+
+    it("a refund is no fresh capacity: a late refund of an old admission does not pay for a burst", () => {
+      // The audit's case: C admitted, the bucket refilled (r = 2/s: 10 in 5 s), a0 refunded at
+      // 6 s, then C + 1 at once. Erasing a0 leaves C + 1 inside [6000, 6001]: over the bound
+      // (counting the refund as capacity given back at 6 s would have accepted it).
+      const late = Array.from({ length: 11 }, () => ({ sentMs: 6000, answeredMs: 6001, cost: 1 }));
+      const v = checkGlobalBound([...burst(), ...late], limit, [refund("a0", 1, 5999)]);
       expect(v.ok).toBe(false);
-      expect(v.worstInterval).toMatchObject({ startMs: 0, endMs: 1, admitted: 11 });
+      expect(v.worstInterval).toMatchObject({ startMs: 6000, endMs: 6001, admitted: 11 });
+      expect(checkGlobalBound([...burst(), ...late.slice(1)], limit, [refund("a0", 1, 5999)]).ok).toBe(true);
     });
 
     it("matching: per admission, in send order, capped at the admission's cost", () => {
@@ -124,7 +139,7 @@ describe("global-bound oracle", () => {
       expect(matchRefunds(twice, [refund("x")]).unmatched).toBe(1);
     });
 
-    it("agrees with a brute-force check over every interval between any two event times", () => {
+    it("agrees with a brute-force check of the history without the refunded admissions", () => {
       const admission = fc.record({
         sentMs: fc.integer({ min: 0, max: 3000 }),
         latencyMs: fc.integer({ min: 0, max: 300 }),
@@ -152,20 +167,23 @@ describe("global-bound oracle", () => {
               const sentMs = of.answeredMs + r.delayMs;
               return { sentMs, answeredMs: sentMs + r.latencyMs, admissionId: of.id, cost: r.cost };
             });
-            const { matched } = matchRefunds(adm, refunds);
-            // Every send/answer time of admissions and refunds, as either end.
-            const times = [...adm, ...matched].flatMap((e) => [e.sentMs, e.answeredMs]);
+            const { erased } = matchRefunds(adm, refunds);
+            // The history without what matched refunds erased, brute force over every
+            // (send, answer) pair of what remains.
+            const left = adm
+              .map((a) => ({ ...a, cost: a.cost - (erased.get(a.id as string) ?? 0) }))
+              .filter((a) => a.cost > 0);
             let brute = true;
-            for (const t0 of times)
-              for (const t1 of times) {
-                if (t1 < t0) continue;
-                const inside = adm
-                  .filter((a) => a.sentMs >= t0 && a.answeredMs <= t1)
+            for (const s of left)
+              for (const e of left) {
+                if (e.answeredMs < s.sentMs) continue;
+                const inside = left
+                  .filter((a) => a.sentMs >= s.sentMs && a.answeredMs <= e.answeredMs)
                   .reduce((x, a) => x + a.cost, 0);
-                const back = matched
-                  .filter((m) => m.sentMs <= t1 && m.answeredMs >= t0)
-                  .reduce((x, m) => x + m.cost, 0);
-                if (inside - back > limit.capacity + (limit.refillPerSecond / 1000) * (t1 - t0) + 1e-9)
+                if (
+                  inside >
+                  limit.capacity + (limit.refillPerSecond / 1000) * (e.answeredMs - s.sentMs) + 1e-9
+                )
                   brute = false;
               }
             expect(checkGlobalBound(adm, limit, refunds).ok).toBe(brute);
