@@ -7,3 +7,5 @@ export { leaseWindow } from "./leased-client.js";
 export { LeasePool, type LeasePoolOptions } from "./lease-pool.js";
 export { type EventLogger, logLevelOf, ThrottledEvents } from "./log-events.js";
 export type { LoanRecord, QuotaView } from "./types.js";
+export { rateLimitHeaders } from "./headers.js";
+export type { CompoundItem } from "./limiter.js";
