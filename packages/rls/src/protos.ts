@@ -1,17 +1,19 @@
-// Envoy's RLS v3 API, loaded from the protos the gRPC team ships with
-// @grpc/grpc-js-xds (deps/envoy-api and the imports beside it): nothing here is
-// hand-written, so the wire format is Envoy's own.
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+// Envoy's RLS v3 API as Envoy's own Go module compiles it
+// (github.com/envoyproxy/go-control-plane/envoy, pinned in test/go-rls-client/go.mod):
+// `proto/envoy-rls-v3.binpb` is the FileDescriptorSet of rls.proto and its imports,
+// written by that module's registry (test/go-rls-client/cmd/rls-descriptor, run by
+// scripts/gen-rls-descriptor.sh; a test checks the file against a fresh run). Nothing here
+// is hand-written, so the wire format is the one Envoy's generated types speak — including
+// the per-descriptor hits_addend that older published .proto copies lack.
+import { readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-
-const require = createRequire(import.meta.url);
 
 /** The service's full name (health checks and reflection use it). */
 export const RLS_SERVICE = "envoy.service.ratelimit.v3.RateLimitService";
 
-const RLS_PROTO = "envoy/service/ratelimit/v3/rls.proto";
+/** Where the descriptor set is (in the package, beside src/ and dist/). */
+export const RLS_DESCRIPTOR_PATH = new URL("../proto/envoy-rls-v3.binpb", import.meta.url);
 
 /** Proto field names as written (snake_case), 64-bit numbers as JS numbers, enums by name. */
 export const LOADER_OPTIONS: protoLoader.Options = {
@@ -21,11 +23,6 @@ export const LOADER_OPTIONS: protoLoader.Options = {
   defaults: true,
   oneofs: true,
 };
-
-function includeDirs(): string[] {
-  const root = join(dirname(require.resolve("@grpc/grpc-js-xds/package.json")), "deps");
-  return ["envoy-api", "xds", "protoc-gen-validate", "googleapis"].map((d) => join(root, d));
-}
 
 export interface RlsApi {
   readonly definition: protoLoader.PackageDefinition;
@@ -38,7 +35,10 @@ let cached: RlsApi | undefined;
 
 export function rlsApi(): RlsApi {
   if (cached !== undefined) return cached;
-  const definition = protoLoader.loadSync(RLS_PROTO, { ...LOADER_OPTIONS, includeDirs: includeDirs() });
+  const definition = protoLoader.loadFileDescriptorSetFromBuffer(
+    readFileSync(RLS_DESCRIPTOR_PATH),
+    LOADER_OPTIONS,
+  );
   const pkg = grpc.loadPackageDefinition(definition) as unknown as {
     envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
   };
@@ -56,6 +56,8 @@ export interface RlsDescriptor {
   readonly entries: readonly RlsEntry[];
   readonly limit: { readonly requests_per_unit: number; readonly unit: string } | null;
   readonly hits_addend: { readonly value: number } | null;
+  /** Envoy ≥ 1.36: the hits are to be given back (refused: geoquota refunds need a receipt). */
+  readonly is_negative_hits?: boolean;
 }
 export interface RlsRequest {
   readonly domain: string;

@@ -188,6 +188,12 @@ export class RlsService {
     req.descriptors.forEach((d, i) => {
       if (d.entries.length === 0)
         throw new RlsError("INVALID_ARGUMENT", `descriptors[${i}].entries: expected at least one entry`);
+      if (d.is_negative_hits === true) {
+        throw new RlsError(
+          "INVALID_ARGUMENT",
+          `descriptors[${i}].is_negative_hits: geoquota gives quota back only against a refund receipt (POST /v1/refund), never from a descriptor`,
+        );
+      }
       d.entries.forEach((e, j) => {
         if (e.key === "")
           throw new RlsError("INVALID_ARGUMENT", `descriptors[${i}].entries[${j}].key: must not be empty`);
@@ -305,6 +311,13 @@ export class RlsService {
 
   private async decide(items: readonly CompoundItem[]): Promise<CompoundResult> {
     try {
+      // One charged limit: the limiter's single check, with its in-process leases and, when
+      // configured, fail-open (the limiter keeps both off compound checks).
+      const only = items.length === 1 ? items[0]! : undefined;
+      if (only !== undefined && only.need === undefined) {
+        const r = await this.limiter.check(only.tenant, only.resource, only.cost);
+        return { allowed: r.allowed, failedIndex: r.allowed ? -1 : 0, parts: [r], degraded: r.degraded };
+      }
       return await this.limiter.checkCompound(items);
     } catch (err) {
       if (err instanceof LimiterError) {
