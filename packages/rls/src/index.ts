@@ -21,5 +21,7 @@ export {
   rlsApi,
 } from "./protos.js";
 export { RuleSet } from "./rules.js";
+export { type RuleRow, type TranslateOptions, translate } from "./translate.js";
+export { type RegionRls, startRegionRls } from "./region.js";
 export { grpcStatusOf, type RlsServer, type RlsServerOptions, startRlsServer } from "./server.js";
 export { domainTenant, RLS_COST_MAX, RlsError, type RlsOptions, RlsService } from "./service.js";
