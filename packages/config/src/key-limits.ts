@@ -5,7 +5,15 @@
 // every version of a policy rollout — derives the same spec from the name
 // alone, so a limit that arrives in a request has the same share and lease
 // rules as one in the policies file without being replicated first.
-import type { PolicySpec } from "./policies.js";
+// The spec is written out here (policies.ts imports this module; no cycle back). It is a
+// PolicySpec of policies.ts.
+interface PolicySpec {
+  readonly algorithm: "fixed_window" | "token_bucket";
+  readonly capacity: number;
+  readonly refillPerSecond: number;
+  readonly windowMs?: number;
+  readonly shadow?: boolean;
+}
 
 /** envoyproxy/ratelimit's units and their seconds (its utils.UnitToDivider: a month is 30 days, a year 365). */
 export const RLS_UNITS = {
