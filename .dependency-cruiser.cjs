@@ -96,6 +96,14 @@ module.exports = {
       to: { path: ourPackage(["gossip", "cli", "bench", "redis"]) },
     },
     {
+      name: "rls-layer",
+      severity: "error",
+      comment:
+        "The RLS front door imports config and limiter only: never gossip, stream, the CLI, the bench, nor Redis directly (its Redis is the limiter's store).",
+      from: { path: "^packages/rls/src/" },
+      to: { path: ourPackage(["gossip", "stream", "cli", "bench", "redis"]) },
+    },
+    {
       name: "bench-layer",
       severity: "error",
       comment: "The bench never imports the CLI (the CLI runs the bench), gossip or stream.",

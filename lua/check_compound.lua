@@ -6,6 +6,8 @@
 -- Returns: {allowed 0|1, failedIndex (0-based, -1 when allowed), nowUs, then per item 6 values:
 --           allowed 0|1, remaining (integer or %.17g string), share, leased, recovering 0|1, resetUs}
 -- (capacity and rate are derived by the caller, as for check.lua)
+-- Optional needs after the items: ARGV[3+12n+i] is what item i's limit must still hold for it to
+-- pass (default its cost); a check-only item (RLS hits_addend 0) has cost 0 and need 1.
 -- Each item carries its own shard's marker, change feed and drain generation (items of different
 -- shards work on standalone Redis; Redis Cluster needs all items in one shard, i.e. one slot).
 -- On denial every item's denied counter grows and nothing else is written (but keep()'s
@@ -24,13 +26,14 @@ for i = 0, n - 1 do
   local P = read_policy(ARGV, ao)
   local cost_str = ARGV[ao + 12]
   local cost = tonumber(cost_str)
+  local need = tonumber(ARGV[3 + 12 * n + i] or cost_str)
   local it = { P = P, kb = KEYS[ko], kc = KEYS[ko + 1], kd = KEYS[kbase + 2], cost = cost, cost_str = cost_str,
                id = id, gen = gen }
   local rec = 0
   if now < rec_end(born, P) then rec = 1 end
   if P.rate_alg then
     local B = load_bucket(KEYS[ko], KEYS[ko + 2], KEYS[ko + 3], P, marker, born, now)
-    it.ok = B.tk >= cost
+    it.ok = B.tk >= need
     local rem = B.tk
     if it.ok then rem = B.tk - cost end
     it.out = { it.ok and 1 or 0, reply_num(rem), B.s, reply_num(B.o), rec, 0 }
@@ -41,7 +44,7 @@ for i = 0, n - 1 do
     end
     if B.restarted then it.deny = function() store_bucket(B, P) end end
   else
-    local ok, rem, reset, commit, bk = decide_window(KEYS[ko], KEYS[ko + 4], P, marker, born, now, cost, cost_str)
+    local ok, rem, reset, commit, bk = decide_window(KEYS[ko], KEYS[ko + 4], P, marker, born, now, cost, cost_str, need)
     local share = P.base
     if rec == 1 then share = 0 end
     it.ok = ok

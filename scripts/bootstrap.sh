@@ -67,6 +67,8 @@ need_tool openssl openssl
 need_tool spin spin
 need_tool cc gcc
 need_tool promtool prometheus
+# nginx: examples/nginx is tested with Debian's real nginx (auth_request).
+need_tool nginx nginx
 
 # --- Toxiproxy server -----------------------------------------------------------
 mkdir -p .bin
@@ -83,5 +85,19 @@ if [ -z "${GQ_TOXIPROXY_SERVER:-}" ] && [ ! -x .bin/toxiproxy-server ]; then
   else
     die "no Toxiproxy server: install Go 1.22+ (https://go.dev/dl) and re-run, or put a toxiproxy-server binary on PATH or in GQ_TOXIPROXY_SERVER"
   fi
+fi
+# --- The Envoy RLS client and API descriptor (Go: Envoy's generated API module) ------
+# test/go-rls-client pins github.com/envoyproxy/go-control-plane/envoy and grpc-go in its
+# go.mod/go.sum. rls-client drives the RLS in the tests as a client nobody here wrote;
+# rls-descriptor prints the API's FileDescriptorSet (packages/rls/proto, checked by a test).
+# Built once: the Go build is CPU-heavy.
+go_rls=test/go-rls-client
+if [ ! -x .bin/rls-client ] || [ ! -x .bin/rls-descriptor ] || [ "$go_rls/go.sum" -nt .bin/rls-client ] \
+  || [ -n "$(find "$go_rls" -name '*.go' -newer .bin/rls-client 2>/dev/null)" ]; then
+  command -v go >/dev/null || die "the Go toolchain (1.22+) is needed to build the Envoy RLS client: https://go.dev/dl"
+  say "building the Envoy RLS client from Envoy's Go API module (go build)"
+  (cd "$go_rls" && GOFLAGS=-mod=readonly go build -o "$ROOT/.bin/rls-client" ./cmd/rls-client \
+    && GOFLAGS=-mod=readonly go build -o "$ROOT/.bin/rls-descriptor" ./cmd/rls-descriptor) \
+    || die "go build of $go_rls failed (its messages are above)"
 fi
 say "ready: node $(node --version), pnpm $(pnpm --version), $(redis-server --version | cut -d' ' -f1-3), toxiproxy $(.bin/toxiproxy-server -version 2>/dev/null | head -1 || echo "${GQ_TOXIPROXY_SERVER:-}")"

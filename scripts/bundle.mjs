@@ -60,7 +60,17 @@ function plugins(outDir) {
         });
         b.onLoad({ filter: /\.js$/ }, (args) => {
           const ws = workspaceFile(args.path);
-          if (!ws) return undefined;
+          if (!ws) {
+            // A dependency that finds its own files by __dirname (grpc-health-check loads its
+            // .proto so): keep pointing at its installed folder, not at the bundle's.
+            if (!args.path.includes(`${sep}node_modules${sep}`)) return undefined;
+            const source = readFileSync(args.path, "utf8");
+            if (!/\b__(dirname|filename)\b/.test(source)) return undefined;
+            const contents = source
+              .replace(/\b__dirname\b/g, JSON.stringify(dirname(args.path)))
+              .replace(/\b__filename\b/g, JSON.stringify(args.path));
+            return { contents, loader: "js" };
+          }
           const source = readFileSync(args.path, "utf8");
           if (!source.includes("import.meta.url")) return undefined;
           // The CLI's own files keep their place relative to the bundle; a

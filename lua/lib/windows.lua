@@ -12,8 +12,10 @@ end
 
 -- Window decision (static base slice). Returns allowed, remaining, reset µs,
 -- a commit function that records the admission (TTL of P:b: the caller's
--- keep()), and P:b's bookkeeping fields {xe, dg, de, has state}.
-local function decide_window(kb, kz, P, marker, born, now, cost, cost_str)
+-- keep()), and P:b's bookkeeping fields {xe, dg, de, has state}. `need` (default cost): what the
+-- window must still hold for the decision to admit (a check-only decision: cost 0, need 1).
+local function decide_window(kb, kz, P, marker, born, now, cost, cost_str, need)
+  need = need or cost
   local W = P.W
   local L = P.C * P.base / U
   local rend = rec_end(born, P)
@@ -34,7 +36,7 @@ local function decide_window(kb, kz, P, marker, born, now, cost, cost_str)
     if now < rend + W then
       return false, 0, rend + W - now, nil, bk
     end
-    local allowed = sum + cost <= L
+    local allowed = sum + need <= L
     local after = sum
     if allowed then after = sum + cost end
     local rem = 0
@@ -73,7 +75,7 @@ local function decide_window(kb, kz, P, marker, born, now, cost, cost_str)
     if overlaps_recovery((k - 1) * W, W, born, rend) then prev = L end
     used = prev * (W - (now - k * W)) / W + cur
   end
-  local allowed = used + cost <= L
+  local allowed = used + need <= L
   local after = used
   if allowed then after = used + cost end
   local rem = 0

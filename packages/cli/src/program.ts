@@ -176,6 +176,20 @@ export function buildProgram(): Command {
     )
     .action(policyAction("set", ["tenant", "resource", "spec"]));
   policy
+    .command("import <files...>")
+    .description(
+      "read envoyproxy/ratelimit YAML configs as they are and print what geoquota enforces per rule (file:line on anything it cannot)",
+    )
+    .option("--token-bucket", "geoquota's token bucket instead of the epoch-aligned fixed window", false)
+    .addOption(
+      new Option("--burst <n>", "token bucket capacity (default requests_per_unit)").argParser((v) =>
+        parseIntFlag("--burst", v, 1, 4_294_967_295),
+      ),
+    )
+    .action(async (files: string[], _o: unknown, cmd: Command) => {
+      await action(() => import("./commands/policy-import.js"))({ ...cmd.optsWithGlobals(), files });
+    });
+  policy
     .command("diff <file>")
     .description("what applying a policies file would change")
     .option("--exit-code", "exit 1 when there are changes", false)

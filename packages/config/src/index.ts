@@ -1,4 +1,12 @@
 export { endpointSchema, ID_PATTERN, idSchema, SHARE_UNITS } from "./common.js";
+export {
+  type KeyLimit,
+  keyLimitResource,
+  keyLimitSpec,
+  RLS_UNITS,
+  type RlsAlgorithm,
+  type RlsUnit,
+} from "./key-limits.js";
 export { CONFIG_ERROR_CODE, ConfigError, formatPath } from "./errors.js";
 export {
   ALGORITHMS,

@@ -4,6 +4,7 @@ import { ALGORITHMS, type Algorithm, type KeyPolicy, quotaKey } from "@geoquota/
 import { z } from "zod";
 import { ID_MESSAGE, ID_PATTERN, SHARE_UNITS } from "./common.js";
 import { ConfigError, issuesOf } from "./errors.js";
+import { keyLimitSpec } from "./key-limits.js";
 import { readJsonFile } from "./region.js";
 
 const WINDOW_ALGORITHMS: ReadonlySet<Algorithm> = new Set(["sliding_window", "fixed_window", "sliding_log"]);
@@ -370,12 +371,14 @@ export function withPolicy(set: PolicySet, tenant: string, resource: string, spe
 }
 
 /**
- * The spec that applies: exact (tenant, resource), then (*, resource), then the default;
- * a key's override on top of it.
+ * The spec that applies: a limit the resource's name states (key-limits.ts, the RLS front
+ * door), else exact (tenant, resource), then (*, resource), then the default; a key's
+ * override on top of it.
  */
 export function lookupPolicy(set: PolicySet, tenant: string, resource: string): PolicySpec {
   const key = quotaKey(tenant, resource);
   return (
+    keyLimitSpec(resource) ??
     set.overrides?.get(key)?.spec ??
     set.entries.get(key) ??
     set.entries.get(quotaKey("*", resource)) ??

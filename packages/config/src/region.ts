@@ -58,6 +58,29 @@ const refundSchema = z
   })
   .default({ windowMs: REFUND_WINDOW_DEFAULT_MS });
 
+/**
+ * The Envoy rate limit service (RLS v3, DESIGN §11): a gRPC listener, off when absent.
+ * `configs`: envoyproxy/ratelimit YAML files loaded as they are (paths resolve against the
+ * config file's directory). `algorithm`: fixed_window (default) counts as envoyproxy/ratelimit
+ * does, an epoch-aligned window per unit; token_bucket is geoquota's bucket with capacity
+ * `burst` (default requests_per_unit) refilling requests_per_unit per unit. `domain`: the
+ * domain whose descriptors name geoquota keys directly (entries `tenant` and `resource`,
+ * looked up in the policies file).
+ */
+const rlsSchema = z
+  .strictObject({
+    listen: listenSchema,
+    configs: z.array(z.string().min(1, "expected a YAML file path")).max(1000).default([]),
+    algorithm: z.enum(["fixed_window", "token_bucket"]).default("fixed_window"),
+    burst: intIn(1, 4_294_967_295).optional(),
+    domain: idSchema.default("geoquota"),
+  })
+  .refine((r) => r.burst === undefined || r.algorithm === "token_bucket", {
+    message:
+      "burst applies to algorithm token_bucket only (a fixed window admits requests_per_unit per unit)",
+    path: ["burst"],
+  });
+
 export const RegionConfigSchema = z
   .strictObject({
     region: idSchema,
@@ -187,6 +210,7 @@ export const RegionConfigSchema = z
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
     /** Log every HTTP request/response of the limiter (two lines per check: off on the hot path). */
     logRequests: z.boolean().default(false),
+    rls: rlsSchema.optional(),
   })
   .superRefine((c, ctx) => {
     const ids = c.regions.map((r) => r.id);
@@ -246,6 +270,21 @@ export const RegionConfigSchema = z
         path: ["gossip", "plaintext"],
       });
     }
+    const rls = c.rls?.listen;
+    if (rls !== undefined && rls.port !== 0) {
+      for (const [what, l] of [
+        ["the limiter's", c.listen],
+        ["gossip's", c.gossip.listen],
+      ] as const) {
+        if (l.host === rls.host && l.port === rls.port) {
+          ctx.addIssue({
+            code: "custom",
+            message: `rls listens on ${what} port`,
+            path: ["rls", "listen", "port"],
+          });
+        }
+      }
+    }
     if (
       c.listen.port !== 0 &&
       c.listen.host === c.gossip.listen.host &&
@@ -264,7 +303,9 @@ type Parsed = z.output<typeof RegionConfigSchema>;
 
 /** A validated region config with secrets resolved and paths absolute. */
 export interface RegionConfig
-  extends Omit<Parsed, "sharedSecret" | "adminToken" | "keyHashSecret" | "refund" | "policy"> {
+  extends Omit<Parsed, "sharedSecret" | "adminToken" | "keyHashSecret" | "refund" | "policy" | "rls"> {
+  /** The RLS listener (absent: off), `configs` resolved against the config file's directory. */
+  readonly rls?: z.output<typeof rlsSchema>;
   /** Replicated policies: `replicated` resolved (default true when regions.length > 1). */
   readonly policy: { readonly limiterStaleMs: number; readonly replicated: boolean };
   readonly sharedSecret: string;
@@ -308,7 +349,7 @@ export function parseRegionConfig(raw: unknown, options: ParseOptions): RegionCo
   if (problems.length > 0 || sharedSecret === undefined || adminToken === undefined) {
     throw new ConfigError(options.file, problems);
   }
-  const { keyHashSecret: _k, refund, ...rest } = c;
+  const { keyHashSecret: _k, refund, rls, ...rest } = c;
   const baseDir = options.baseDir ?? process.cwd();
   const tls = c.gossip.tls;
   return {
@@ -334,6 +375,7 @@ export function parseRegionConfig(raw: unknown, options: ParseOptions): RegionCo
       replicated: c.policy.replicated ?? c.regions.length > 1,
     },
     policiesPath: resolve(baseDir, c.policiesFile),
+    ...(rls !== undefined ? { rls: { ...rls, configs: rls.configs.map((f) => resolve(baseDir, f)) } } : {}),
     file: options.file,
   };
 }

@@ -84,6 +84,7 @@ export {
 } from "./share.js";
 export { MemoryBucket } from "./memory-bucket.js";
 export {
+  type CompoundCheckItem,
   type CompoundDecision,
   type Decision,
   type Lease,

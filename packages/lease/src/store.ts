@@ -85,12 +85,24 @@ export type RefundOutcome<D extends Decision = Decision> =
   | { readonly refunded: true; readonly decision: D }
   | { readonly refunded: false; readonly reason: RefundRefusal; readonly nowUs: number };
 
+/** One limit of a compound check (RegionStore.checkCompound). */
+export interface CompoundCheckItem {
+  readonly policy: KeyPolicy;
+  readonly cost: number;
+  readonly need?: number;
+}
+
 /** The region's decision engine. One round-trip to the region's Redis per call. */
 export interface RegionStore {
   readonly region: string;
   check(policy: KeyPolicy, cost: number): Promise<Decision>;
-  /** Several limits admitted all-or-nothing, atomically. */
-  checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<CompoundDecision>;
+  /**
+   * Several limits admitted all-or-nothing, atomically. An item passes when its limit still
+   * holds `need` (default: its cost) and is charged its cost: a check-only item (the RLS's
+   * hits_addend 0) has cost 0 and need 1 — it denies the whole check when not one unit is
+   * left, and counts nothing.
+   */
+  checkCompound(items: readonly CompoundCheckItem[]): Promise<CompoundDecision>;
   /** Gives `cost` back for the admission `receipt` names, at most once (DESIGN §7). */
   refund(policy: KeyPolicy, cost: number, receipt: RefundReceiptRef): Promise<RefundOutcome>;
   acquireLease(policy: KeyPolicy, tokens: number, durationMs: number): Promise<Lease>;

@@ -6,6 +6,7 @@ import { PERMIT_DENIED, type CircuitBreaker } from "./breaker.js";
 import { LimiterError } from "./errors.js";
 import type { LeaseRenewingStore } from "./leased-client.js";
 import type {
+  CompoundCheckItem,
   CompoundDecision,
   Decision,
   KeyPolicy,
@@ -99,7 +100,7 @@ export class GuardedStore implements RegionStore {
   check(policy: KeyPolicy, cost: number): Promise<Decision> {
     return this.run("check", () => this.inner.check(policy, cost));
   }
-  checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<CompoundDecision> {
+  checkCompound(items: readonly CompoundCheckItem[]): Promise<CompoundDecision> {
     return this.run("checkCompound", () => this.inner.checkCompound(items));
   }
   refund(policy: KeyPolicy, cost: number, receipt: RefundReceiptRef): Promise<RefundOutcome> {

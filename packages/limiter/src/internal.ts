@@ -8,3 +8,5 @@ export { LeasePool, type LeasePoolOptions } from "./lease-pool.js";
 export { type EventLogger, logLevelOf, ThrottledEvents } from "./log-events.js";
 export { collectProcessMetrics } from "./metrics.js";
 export type { LoanRecord, QuotaView } from "./types.js";
+export { rateLimitHeaders } from "./headers.js";
+export type { CompoundItem } from "./limiter.js";

@@ -98,6 +98,12 @@ export interface CompoundItem {
   readonly tenant: string;
   readonly resource: string;
   readonly cost: number;
+  /**
+   * What the limit must still hold for the check to pass (default: cost). A check-only
+   * limit (the RLS's hits_addend 0) is cost 0, need 1: it charges nothing and denies the
+   * whole check when not one unit is left.
+   */
+  readonly need?: number;
 }
 
 export interface CompoundResult {
@@ -470,7 +476,10 @@ export class Limiter {
     try {
       while (active.length > 0) {
         const d = await this.store.checkCompound(
-          active.map((i) => ({ policy: policies[i]!, cost: items[i]!.cost })),
+          active.map((i) => {
+            const { cost, need } = items[i]!;
+            return need === undefined ? { policy: policies[i]!, cost } : { policy: policies[i]!, cost, need };
+          }),
         );
         const failed = d.allowed ? undefined : active[d.failedIndex];
         if (failed !== undefined && resolved[failed]!.shadow) {
@@ -530,7 +539,8 @@ export class Limiter {
             : "enforce",
     );
     const clients = keys.map((k, i) => (mode[i] === "allow" ? undefined : this.leases.peek(k.policy)));
-    const covers = (i: number) => (clients[i]?.available() ?? 0) >= items[i]!.cost;
+    const covers = (i: number) =>
+      (clients[i]?.available() ?? 0) >= Math.max(items[i]!.cost, items[i]!.need ?? items[i]!.cost);
     const failedIndex = mode.findIndex((m, i) => m === "enforce" && !covers(i));
     const allowed = failedIndex === -1;
     const deniedBy: DecisionSource = unknown ? "policy_unknown" : "unavailable";

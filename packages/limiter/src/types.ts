@@ -6,6 +6,7 @@
 // daemon use only these types.
 export {
   type Algorithm,
+  type CompoundCheckItem,
   type CompoundDecision,
   type Decision,
   type KeyPolicy,

@@ -149,7 +149,9 @@ export class ScriptCaller {
     if (spec.itemKeys !== undefined) {
       const items = (keys.length - spec.keys.length) / spec.itemKeys.length;
       const itemArgv = spec.itemArgv?.length ?? 0;
-      if (!Number.isInteger(items) || argv.length !== spec.argv.length + items * itemArgv) {
+      const plain = spec.argv.length + items * itemArgv;
+      const tailed = spec.itemTail !== undefined && argv.length === plain + items;
+      if (!Number.isInteger(items) || (argv.length !== plain && !tailed)) {
         throw new RedisStoreError(
           "GQ_ERR_SCRIPT_HEADER",
           `${name}: ${keys.length} keys, ${argv.length} args`,

@@ -31,6 +31,8 @@ export interface ScriptSpec {
   /** Keys / arguments repeated per item after the fixed ones (compound check). */
   readonly itemKeys?: readonly string[];
   readonly itemArgv?: readonly string[];
+  /** Optional: one more argument per item after all items (compound check: each item's need). */
+  readonly itemTail?: string;
   /** Further arguments follow the fixed ones in a script-specific layout (loan_merge, lease_acquire). */
   readonly variadicArgv?: true;
 }
@@ -54,6 +56,7 @@ export const SCRIPTS = {
     argv: ["region", "itemCount"],
     itemKeys: KEY_SCRIPT_KEYS,
     itemArgv: [...POLICY_ARGV, "cost"],
+    itemTail: "need",
   },
   leaseAcquire: {
     ...keyScript("lease_acquire.lua", ["leaseId", "tokens", "durationUs", "releaseCount"]),

@@ -2,6 +2,7 @@
 // own Redis (G3). All times come from the scripts' Redis TIME.
 import { randomBytes } from "node:crypto";
 import {
+  type CompoundCheckItem,
   type CompoundDecision,
   type Decision,
   type KeyPolicy,
@@ -86,7 +87,7 @@ export interface StoreCompoundDecision extends CompoundDecision {
 
 export interface RedisRegionStore extends RegionStore {
   check(policy: KeyPolicy, cost: number): Promise<StoreDecision>;
-  checkCompound(items: readonly { policy: KeyPolicy; cost: number }[]): Promise<StoreCompoundDecision>;
+  checkCompound(items: readonly CompoundCheckItem[]): Promise<StoreCompoundDecision>;
   refund(policy: KeyPolicy, cost: number, receipt: RefundReceiptRef): Promise<RefundOutcome<StoreDecision>>;
   /**
    * Releases `releases` (as `releaseLease` would, in order) and acquires a new
@@ -304,6 +305,13 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
         argv.push(...a.policyArgv, String(it.cost));
       }
       if (items.length === 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", "empty compound check");
+      // Needs (check-only items) follow the items; absent, every item needs its cost.
+      if (items.some((it) => it.need !== undefined)) {
+        for (const it of items) {
+          if (it.need !== undefined) assertCost(it.need);
+          argv.push(String(it.need ?? it.cost));
+        }
+      }
       const ticket = gate?.issue(firstShard);
       const r = await scripts.call("checkCompound", keys, argv);
       const { nowUs } = r;

@@ -1,9 +1,31 @@
+import { loadRegionConfig } from "@geoquota/config";
 import { runRegion } from "@geoquota/limiter";
+import { startRegionRls } from "@geoquota/rls";
 import { reportReady } from "../cluster/ready.js";
 
-/** `geoquota region --config F`: the region's limiter service, until SIGINT/SIGTERM. */
+/**
+ * `geoquota region --config F`: the region's limiter service, and its Envoy rate limit
+ * service (RLS v3, gRPC) when the config has `rls`, until SIGINT/SIGTERM.
+ */
 export async function run(opts: Record<string, unknown>): Promise<number> {
-  await runRegion(String(opts.config));
+  const path = String(opts.config);
+  const config = loadRegionConfig(path);
+  const service = await runRegion(path, { handleSignals: false });
+  const rls = await startRegionRls(config, service.limiter).catch(async (err: unknown) => {
+    await service.close();
+    throw err;
+  });
+  if (rls !== undefined)
+    process.stderr.write(`geoquota region ${config.region}: rls listening on ${rls.server.address}\n`);
+  const stop = () => {
+    void (async () => {
+      await rls?.server.close();
+      await service.close();
+      process.exit(0);
+    })();
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
   reportReady();
   return 0;
 }
