@@ -13,7 +13,9 @@ import type { RouteDoc } from "./openapi.js";
 import type { PolicyAdmin } from "./policy-source.js";
 import { ErrorSchema } from "./validation.js";
 
-const VersionIdSchema = z.strictObject({ version: z.number().int(), origin: z.string() }).nullable();
+const VersionIdSchema = z
+  .strictObject({ version: z.number().int(), origin: z.string(), digest: z.string() })
+  .nullable();
 export const PolicyStateSchema = z
   .strictObject({
     region: z.string(),

@@ -20,13 +20,16 @@ import {
   type PolicySpec,
   parsePolicies,
   parseQuotaKey,
+  sizingChange,
 } from "@geoquota/config";
-import type { Snapshot } from "@geoquota/rollout";
+import { docDigest, type Snapshot } from "@geoquota/rollout";
 import { LimiterError } from "./errors.js";
 
 export interface VersionId {
   readonly version: number;
   readonly origin: string;
+  /** The document's digest (@geoquota/rollout docDigest): one id, one content. */
+  readonly digest: string;
 }
 
 /** What a limiter reads of the daemon's snapshot (`gq:policy`, @geoquota/rollout). */
@@ -68,17 +71,11 @@ export interface PolicyTarget {
   setPolicyValidUntil(monoMs: number | undefined): void;
 }
 
-/** Every weights field of a document, by where it is (default, tenant/resource). */
-function weightsOf(doc: unknown): Record<string, unknown> {
-  const d = (doc ?? {}) as { default?: { weights?: unknown }; policies?: Record<string, unknown>[] };
-  const out: Record<string, unknown> = { default: d.default?.weights };
-  for (const p of d.policies ?? []) out[`${String(p.tenant)}/${String(p.resource)}`] = p.weights;
-  return out;
-}
-
-const idOf = (v: VersionId): string => `v${v.version}@${v.origin}`;
+// The digest is part of the id: a cache keyed by (version, origin) alone
+// would keep enforcing an older content under a reused number (issue 21).
+const idOf = (v: VersionId): string => `v${v.version}@${v.origin}#${v.digest}`;
 const sameId = (a: VersionId | null | undefined, b: VersionId | null | undefined): boolean =>
-  a != null && b != null && a.version === b.version && a.origin === b.origin;
+  a != null && b != null && a.version === b.version && a.origin === b.origin && a.digest === b.digest;
 
 /** Parses a proposed document against the configured regions; a bad one is a 400 naming the field. */
 export function validatePolicies(raw: unknown, regionIds: readonly string[], label = "policies"): PolicySet {
@@ -266,11 +263,14 @@ export function documentOf(set: PolicySet | undefined): Record<string, unknown> 
 
 /**
  * Not replicated: the file, changed in this process only (version counted
- * locally). With several regions configured, base shares must agree across
- * them (Σ b_i ≤ U), so a change of weights is refused here.
+ * locally). With several regions configured, every region's processes size
+ * each key's slice from their own copy of the file (Σ b_i ≤ U needs them to
+ * agree), so any change that moves a key's algorithm, capacity, rate, window,
+ * base share or floor is refused here, naming the field (sizingChange).
  */
 export class StaticPolicies implements PolicyAdmin {
   private version = 0;
+  private set: PolicySet | undefined;
   constructor(
     private readonly region: string,
     private readonly regionIds: readonly string[],
@@ -279,7 +279,13 @@ export class StaticPolicies implements PolicyAdmin {
   ) {}
 
   state(): PolicyState {
-    const id = { version: this.version, origin: this.region };
+    const digest = docDigest({
+      version: this.version,
+      origin: this.region,
+      proposedAtMs: 0,
+      policies: this.policies,
+    });
+    const id = { version: this.version, origin: this.region, digest };
     return {
       region: this.region,
       replicated: false,
@@ -296,15 +302,13 @@ export class StaticPolicies implements PolicyAdmin {
     const set = validatePolicies(policies, this.regionIds);
     if (canonical(policies) === canonical(this.policies)) return { unchanged: true, state: this.state() };
     if (this.regionIds.length > 1) {
-      const weights = (doc: unknown) => canonical(weightsOf(doc));
-      if (weights(policies) !== weights(this.policies))
-        throw new LimiterError(
-          "GQ_ERR_INVALID_POLICY",
-          "weights: without policy replication (policy.replicated), change weights in policies.json of every region together",
-          { field: "weights" },
-        );
+      this.set ??= validatePolicies(this.policies, this.regionIds);
+      const change = sizingChange(this.set, set, this.regionIds);
+      if (change !== undefined)
+        throw new LimiterError("GQ_ERR_INVALID_POLICY", change.message, { field: change.field });
     }
     this.policies = policies;
+    this.set = set;
     this.version++;
     this.target.setPolicies([set]);
     return { unchanged: false, state: this.state() };

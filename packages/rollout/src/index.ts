@@ -2,14 +2,19 @@
 export {
   canonicalJson,
   compareIds,
+  type DocContent,
   type DocId,
+  docDigest,
   formatId,
   idKey,
+  idOf,
+  makeDoc,
   type PolicyDoc,
-  SEED_ID,
   SEED_ORIGIN,
   sameId,
   seedDoc,
+  seedId,
+  verifyDoc,
 } from "./doc.js";
 export { seedSnapshot, seedState } from "./seed.js";
 export {

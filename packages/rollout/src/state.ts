@@ -18,15 +18,15 @@
 // anything on the strength of its old acks, and any doc a peer completed in
 // the meantime reached it with that peer's state).
 import {
+  canonicalJson,
   compareIds,
   compareMaybeIds,
   type DocId,
   idKey,
   idOf,
+  makeDoc,
   type PolicyDoc,
-  preferDoc,
   sameId,
-  canonicalJson,
 } from "./doc.js";
 
 export interface AckRegister {
@@ -46,13 +46,14 @@ export interface SharedState {
 
 export const EMPTY_SHARED: SharedState = { docs: new Map(), acked: new Map() };
 
-/** The join: union of docs (one doc per id, chosen deterministically), max of each ack register. */
+/**
+ * The join: union of docs, max of each ack register. One id is one content
+ * (the digest is in the id, checked before a doc enters a state), so a doc
+ * already held is kept as it is.
+ */
 export function mergeShared(a: SharedState, b: SharedState): SharedState {
   const docs = new Map(a.docs);
-  for (const [k, d] of b.docs) {
-    const mine = docs.get(k);
-    docs.set(k, mine === undefined ? d : preferDoc(mine, d));
-  }
+  for (const [k, d] of b.docs) if (!docs.has(k)) docs.set(k, d);
   const acked = new Map(a.acked);
   for (const [r, reg] of b.acked) {
     const mine = acked.get(r);
@@ -147,7 +148,7 @@ export function mergePeer(r: RegionState, peer: PeerState): RegionState {
   return { ...r, shared, epoch };
 }
 
-/** A proposal: a new doc `{version: max known + 1, origin: self}`; null when equal to the target. */
+/** A proposal: a new doc `{version: max known + 1, origin: self, digest}`; null when equal to the target. */
 export function propose(
   r: RegionState,
   policies: unknown,
@@ -160,13 +161,13 @@ export function propose(
   }
   let version = r.completed.version;
   for (const d of r.shared.docs.values()) version = Math.max(version, d.version);
-  const doc: PolicyDoc = {
+  const doc: PolicyDoc = makeDoc({
     version: version + 1,
     origin: r.region,
     ...(meta.proposalId !== undefined ? { proposalId: meta.proposalId } : {}),
     proposedAtMs: meta.nowMs,
     policies,
-  };
+  });
   const docs = new Map(r.shared.docs);
   docs.set(idKey(doc), doc);
   return { state: { ...r, shared: { docs, acked: r.shared.acked } }, doc };

@@ -3,6 +3,13 @@
 // TIME), and writes the region's policy snapshot when it changed or when
 // Redis lost it; frames from peers are merged as they arrive. The daemon's
 // own policy resolver enforces the meet of `effectiveSets()`.
+//
+// What leaves the region (issue 21, the loans' rule): peers are sent the state
+// of the last snapshot write that was durable, never the state in memory. A
+// proposal or an ack whose write was not durable may vanish in a failover
+// (the promoted replica holds an older snapshot, the restarted daemon reads
+// it); had it been sent, peers would count an ack this region no longer
+// honours, and the next proposal would reuse its number.
 import {
   ack,
   complete,
@@ -31,6 +38,7 @@ import {
   unknownState,
   unknownView,
   decodeSnapshot,
+  verifyDoc,
 } from "@geoquota/rollout";
 import { type PolicySet, resolveEffective } from "@geoquota/config";
 import { decodeRolloutFrame, encodeRolloutFrame } from "./rollout-frame.js";
@@ -77,6 +85,8 @@ const PROPOSALS_PER_ROUND = 16;
 export class RolloutStep {
   private st: St = { kind: "starting" };
   private applied: { target: DocId; atMs: number } | null = null;
+  /** The state of the last durable snapshot write: what peers are sent (null: none yet). */
+  private shipped: RegionState | null = null;
   private lastRaw: string | null = null;
   private lastContent: string | null = null;
   private seq = 0;
@@ -102,6 +112,10 @@ export class RolloutStep {
     const k = idKey(d);
     let set = this.parsed.get(k);
     if (set === undefined) {
+      // A doc met for the first time (the cache is keyed by the whole id):
+      // its content must be what its id names.
+      const wrong = verifyDoc(d);
+      if (wrong !== undefined) throw new Error(wrong);
       set = this.o.parse(d.policies, `policy ${formatId(d)}`);
       this.parsed.set(k, set);
     }
@@ -140,16 +154,21 @@ export class RolloutStep {
     return this.st.kind === "known" ? this.sets?.sets : undefined;
   }
 
-  /** The state peers are sent (null while unknown with nothing adopted). */
-  outgoing(): PeerState | null {
-    if (this.st.kind === "known") return peerView(this.st.r);
+  /**
+   * The state peers are sent: known, the state of the last durable snapshot
+   * write (undefined before the first: send nothing, since null would tell an
+   * unknown peer that this region is unknown too); unknown, null or the join
+   * adopted so far (held in memory only: a restart starts a newer epoch).
+   */
+  outgoing(): PeerState | null | undefined {
+    if (this.st.kind === "known") return this.shipped === null ? undefined : peerView(this.shipped);
     if (this.st.kind === "unknown") return unknownView(this.st.u);
-    return null;
+    return undefined;
   }
 
   outgoingFrame(): Uint8Array | undefined {
-    if (this.st.kind === "starting") return undefined;
-    return encodeRolloutFrame(this.o.region, this.outgoing());
+    const state = this.outgoing();
+    return state === undefined ? undefined : encodeRolloutFrame(this.o.region, state);
   }
 
   /**
@@ -225,7 +244,10 @@ export class RolloutStep {
         this.lastRaw = raw;
         // Limiters may have read it already; counting from now is conservative.
         this.applied = { target: targetOf(s.value), atMs: this.o.now() };
-        this.lastContent = encodeSnapshot(snapshotOf(s.value, 0, this.o.waitUs));
+        // Not lastContent: the snapshot found may be one whose write was not
+        // durable. The first round writes it again, and peers hear of it only
+        // once that write is durable.
+        this.lastContent = null;
         this.setKnown(s.value);
         return;
       }
@@ -290,8 +312,9 @@ export class RolloutStep {
     const raw = encodeSnapshot(snapshotOf(r, this.seq, this.o.waitUs));
     const durable = await this.port.writeSnapshot(raw);
     this.lastRaw = raw;
-    if (!durable) return; // retried next round; no ack counts from it
+    if (!durable) return; // retried next round; no ack counts from it, nothing of it is sent
     this.lastContent = content;
+    this.shipped = r;
     const target = targetOf(r);
     if (this.applied === null || !sameId(this.applied.target, target))
       this.applied = { target, atMs: this.o.now() };
