@@ -29,6 +29,10 @@ export const ERRORS = {
     statusCode: 410,
     message: "receipt: past its refund window, or the region lost its state since the admission",
   },
+  GQ_ERR_POLICY_STALE: {
+    statusCode: 412,
+    message: "the policies document was based on a version that is no longer the newest",
+  },
   GQ_ERR_PAYLOAD_TOO_LARGE: { statusCode: 413, message: "request body too large" },
   GQ_ERR_RATE_LIMITED: { statusCode: 429, message: "rate limit exceeded" },
   GQ_ERR_INTERNAL: { statusCode: 500, message: "internal error" },
@@ -77,6 +81,7 @@ const REASONS: Readonly<Record<number, string>> = {
   404: "Not Found",
   409: "Conflict",
   410: "Gone",
+  412: "Precondition Failed",
   413: "Payload Too Large",
   429: "Too Many Requests",
   500: "Internal Server Error",

@@ -49,7 +49,7 @@ function harness(initial: RolloutView | null) {
   let snapshot: RolloutView | null = initial;
   let failing = false;
   let readLatencyMs = 0;
-  const pushed: { proposalId: string; policies: unknown }[] = [];
+  const pushed: { proposalId: string; policies?: unknown }[] = [];
   const seen: { sets: readonly PolicySet[]; validUntil: number | undefined } = {
     sets: [],
     validUntil: undefined,
@@ -79,7 +79,7 @@ function harness(initial: RolloutView | null) {
         { version: 0, capacity: 10 },
         {
           version: v.target.version + 1,
-          capacity: (p.policies as ReturnType<typeof doc>).default.capacity,
+          capacity: ("policies" in p ? (p.policies as ReturnType<typeof doc>) : doc(0)).default.capacity,
           proposalId: p.proposalId,
         },
       ]);

@@ -11,6 +11,7 @@
 // region's state from outside (a peer's frame, a snapshot read back) is
 // checked against its digest first (verifyDoc).
 import { createHash } from "node:crypto";
+import type { Stamps } from "./entries.js";
 
 export interface DocId {
   readonly version: number;
@@ -26,6 +27,8 @@ export interface PolicyDoc extends DocId {
   readonly proposedAtMs: number;
   /** The raw policies file JSON (regions/policies.json shape); parsed by whoever enforces it. */
   readonly policies: unknown;
+  /** Per part of the document, the edit that last set it (entries.ts); absent: the seed's. */
+  readonly stamps?: Stamps;
 }
 
 export type DocContent = Omit<PolicyDoc, "digest">;
@@ -82,6 +85,7 @@ export function docDigest(doc: DocContent): string {
     proposalId: doc.proposalId,
     proposedAtMs: doc.proposedAtMs,
     policies: doc.policies,
+    stamps: doc.stamps,
   };
   return createHash("sha256").update(canonicalJson(content)).digest("hex").slice(0, 32);
 }

@@ -16,6 +16,17 @@ export {
   seedId,
   verifyDoc,
 } from "./doc.js";
+export {
+  assemble,
+  changedParts,
+  compareStamps,
+  entryPart,
+  mergeParts,
+  partsOf,
+  reflects,
+  type Stamp,
+  type Stamps,
+} from "./entries.js";
 export { seedSnapshot, seedState } from "./seed.js";
 export {
   type Decoded,
@@ -32,6 +43,9 @@ export {
 export {
   type AckRegister,
   ack,
+  adopt,
+  applyEdit,
+  type Edit,
   allAckedTarget,
   complete,
   compareAcks,
@@ -45,13 +59,16 @@ export {
   peerView,
   phaseOf,
   propose,
+  proposeMerge,
   pruneBelow,
   type RegionState,
   resolveUnknown,
   type SharedState,
   sharedEquals,
+  targetDoc,
   targetOf,
   type UnknownState,
+  unreflected,
   unknownState,
   unknownView,
 } from "./state.js";

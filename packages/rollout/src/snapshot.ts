@@ -44,6 +44,12 @@ export const PolicyDocSchema = z.strictObject({
   proposalId: z.string().min(1).max(128).optional(),
   proposedAtMs: z.number().refine(Number.isFinite, "expected a finite number"),
   policies: z.unknown().refine((v) => v !== undefined && v !== null, "expected the policies file JSON"),
+  stamps: z
+    .record(
+      z.string().min(1).max(600),
+      z.strictObject({ v: uint, o: name("an origin (region id)"), p: z.string().min(1).max(128) }),
+    )
+    .optional(),
 });
 
 const AckSchema = z.strictObject({ acked: DocIdSchema.nullable(), epoch: uint });

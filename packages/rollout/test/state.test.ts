@@ -170,7 +170,7 @@ function exchange(rs: RegionState[]): RegionState[] {
 }
 
 const V1: DocId = idOf(
-  makeDoc({ version: 1, origin: "a", proposalId: "p1", proposedAtMs: 5, policies: POL(20) }),
+  propose(seedState("a", REGIONS, POL(10)), POL(20), { proposalId: "p1", nowMs: 5 }).doc as PolicyDoc,
 );
 const SEED: DocId = seedId(POL(10));
 

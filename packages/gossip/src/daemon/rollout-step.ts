@@ -12,7 +12,10 @@
 // honours, and the next proposal would reuse its number.
 import {
   ack,
+  adopt,
+  applyEdit,
   complete,
+  type Edit,
   type Decoded,
   type DocId,
   effectiveDocs,
@@ -27,12 +30,14 @@ import {
   peerView,
   phaseOf,
   propose,
+  proposeMerge,
   type RegionState,
   resolveUnknown,
   sameId,
   seedDoc,
   snapshotOf,
   stateFromSnapshot,
+  targetDoc,
   targetOf,
   type UnknownState,
   unknownState,
@@ -265,6 +270,7 @@ export class RolloutStep {
     if (this.st.kind === "unknown") this.tryResolve();
     if (this.st.kind !== "known") return;
     await this.takeProposals();
+    this.mergeConcurrent();
     const nowUs = await this.port.timeUs();
     let r = (this.st as { r: RegionState }).r;
     r = ack(r, this.applied, this.o.now(), this.o.limiterStaleMs);
@@ -280,25 +286,55 @@ export class RolloutStep {
         this.log("warn", "policy_proposal_refused", { error: p.error });
         continue;
       }
+      if (this.st.kind !== "known") return;
+      const { proposalId, entry } = p.value;
+      const edit: Edit =
+        entry === undefined
+          ? { kind: "doc", policies: p.value.policies }
+          : { kind: "entry", tenant: entry.tenant, resource: entry.resource, spec: entry.spec };
+      // An entry edit lands on the newest known document (issue 22), so it
+      // is validated as the document it makes here.
+      const next = applyEdit(targetDoc(this.st.r), edit);
       try {
-        this.o.parse(p.value.policies, `proposal ${p.value.proposalId}`);
+        this.o.parse(next, `proposal ${proposalId}`);
       } catch (err) {
-        this.log("warn", "policy_proposal_refused", {
-          proposalId: p.value.proposalId,
-          error: (err as Error).message,
-        });
+        this.log("warn", "policy_proposal_refused", { proposalId, error: (err as Error).message });
         continue;
       }
-      if (this.st.kind !== "known") return;
-      const out = propose(this.st.r, p.value.policies, { proposalId: p.value.proposalId, nowMs: p.value.at });
+      const out = propose(this.st.r, next, { proposalId, nowMs: p.value.at, edit });
       if (out.doc === null) {
-        this.log("info", "policy_proposal_unchanged", { proposalId: p.value.proposalId });
+        this.log("info", "policy_proposal_unchanged", { proposalId });
         continue;
       }
       this.parseDoc(out.doc);
       this.setKnown(out.state);
-      this.log("info", "policy_proposed", { proposalId: p.value.proposalId, version: out.doc.version });
+      this.log("info", "policy_proposed", { proposalId, version: out.doc.version });
     }
+  }
+
+  /**
+   * A concurrent edit made elsewhere that the target lacks: propose the merge
+   * (each part from its highest stamp) on top, so that no edit is lost. A
+   * merge that is no valid policies file keeps the target's content (the
+   * lower edits lost, logged naming them).
+   */
+  private mergeConcurrent(): void {
+    if (this.st.kind !== "known") return;
+    const m = proposeMerge(this.st.r, Date.now());
+    if (m === null) return;
+    let doc = m.merged;
+    try {
+      this.parseDoc(doc);
+    } catch (err) {
+      this.log("error", "policy_edit_lost", {
+        error: (err as Error).message,
+        lost: m.lost.map((d) => formatId(d)),
+      });
+      doc = m.fallback;
+      this.parseDoc(doc);
+    }
+    this.setKnown(adopt(this.st.r, doc));
+    this.log("info", "policy_merged", { version: doc.version, of: m.lost.map((d) => formatId(d)) });
   }
 
   private async writeIfNeeded(): Promise<void> {
