@@ -173,6 +173,27 @@ describe("replicated policy source", () => {
     expect(r.state.target).toMatchObject({ version: 1, origin: "us-east" });
     expect(h.seen.sets.map((s) => s.default.capacity)).toEqual([10, 20]);
   });
+
+  it("If-Match: a document based on another version is refused 412 naming If-Match; the newest passes", async () => {
+    const h = harness(view([{ version: 0, capacity: 10 }]));
+    await h.source.poll();
+    const t = h.source.state().target!;
+    const stale = `"v${t.version}@${t.origin}#${"0".repeat(32)}"`;
+    await expect(h.source.propose(doc(20), { ifMatch: stale })).rejects.toMatchObject({
+      code: "GQ_ERR_POLICY_STALE",
+      statusCode: 412,
+      field: "If-Match",
+    });
+    await expect(h.source.propose(doc(20), { ifMatch: `"v9@us-east#${t.digest}"` })).rejects.toMatchObject({
+      code: "GQ_ERR_POLICY_STALE",
+    });
+    expect(h.pushed).toEqual([]);
+    const r = await h.source.propose(doc(20), {
+      ifMatch: `"v${t.version}@${t.origin}#${t.digest.slice(0, 8)}"`,
+    });
+    expect(r.unchanged).toBe(false);
+    expect(h.pushed).toHaveLength(1);
+  });
 });
 
 describe("documentOf", () => {
