@@ -11,7 +11,15 @@
 // region's state from outside (a peer's frame, a snapshot read back) is
 // checked against its digest first (verifyDoc).
 import { createHash } from "node:crypto";
-import type { Stamps } from "./entries.js";
+
+/** The edit that last set a part of a document (entries.ts): its proposal's version, origin and id. */
+export interface Stamp {
+  readonly v: number;
+  readonly o: string;
+  readonly p: string;
+}
+
+export type Stamps = Readonly<Record<string, Stamp>>;
 
 export interface DocId {
   readonly version: number;

@@ -16,18 +16,9 @@
 // another region), the region proposes their merge. A region acks only a
 // target that reflects every document it knows, so no version completes
 // (and prunes) before every concurrent edit is in it.
-import { canonicalJson, type PolicyDoc } from "./doc.js";
+import { canonicalJson, type PolicyDoc, type Stamp, type Stamps } from "./doc.js";
 
-export interface Stamp {
-  /** Version of the document the edit was proposed as. */
-  readonly v: number;
-  /** Its origin region. */
-  readonly o: string;
-  /** Its proposal id. */
-  readonly p: string;
-}
-
-export type Stamps = Readonly<Record<string, Stamp>>;
+export type { Stamp, Stamps };
 
 export function compareStamps(a: Stamp | undefined, b: Stamp | undefined): number {
   if (a === undefined) return b === undefined ? 0 : -1;
