@@ -39,6 +39,7 @@ function cli(
 interface VersionId {
   version: number;
   origin: string;
+  digest: string;
 }
 
 describe("geoquota policy against a real cluster", () => {
@@ -70,7 +71,7 @@ describe("geoquota policy against a real cluster", () => {
   it("get, diff, apply, status --wait, set; a bad file is refused whole naming the field", async () => {
     const get = await cli(["get", ...url()]);
     expect(get.code, get.err).toBe(0);
-    expect(get.out).toMatch(/^# v0@seed \(stable\)/);
+    expect(get.out).toMatch(/^# v0@seed#[0-9a-f]{32} \(stable\)/);
     expect(JSON.parse(get.out.slice(get.out.indexOf("\n") + 1))).toEqual(seedDoc());
 
     const next = seedDoc();
@@ -97,7 +98,7 @@ describe("geoquota policy against a real cluster", () => {
     const status = await cli(["status", "--wait", "30s", "--config", cluster.regions[1]!.configPath]);
     expect(status.code, status.out + status.err).toBe(0);
     expect(status.out).toContain(
-      `target v1@${target.origin}, completed here v1@${target.origin}, phase stable`,
+      `target v1@${target.origin}#${target.digest.slice(0, 8)}, completed here v1@${target.origin}#${target.digest.slice(0, 8)}, phase stable`,
     );
 
     const same = await cli(["apply", nextFile, ...url()]);
@@ -116,6 +117,43 @@ describe("geoquota policy against a real cluster", () => {
     const after = await cli(["status", "--wait", "30s", "--json", ...url()]);
     expect(after.code, after.out).toBe(0);
     expect(JSON.parse(after.out).target.version).toBe(2);
+    // Issue 22: `status --wait` through another region, right after the change was
+    // proposed: it waits for that version, not for the asked region's own target.
+    const set3 = await cli(["set", "cust_wait", "api", '{"capacity":8,"refillPerSecond":1}', ...url()]);
+    expect(set3.code, set3.err).toBe(0);
+    const proposed = /--version (v\d+@\S+#[0-9a-f]{32})/.exec(set3.out)?.[1];
+    expect(proposed, set3.out).toBeDefined();
+    const waited = await cli([
+      "status",
+      "--wait",
+      "30s",
+      "--version",
+      proposed!,
+      "--json",
+      "--config",
+      cluster.regions[1]!.configPath,
+    ]);
+    expect(waited.code, waited.out + waited.err).toBe(0);
+    const ws = JSON.parse(waited.out) as { completed: VersionId; regions: { acked: VersionId }[] };
+    const want = Number(/^v(\d+)@/.exec(proposed!)?.[1]);
+    expect(ws.completed.version).toBeGreaterThanOrEqual(want);
+    for (const r of ws.regions) expect(r.acked.version).toBeGreaterThanOrEqual(want);
+    // `set --wait` waits for its own version and says whether its edit held.
+    const set4 = await cli([
+      "set",
+      "cust_wait",
+      "api",
+      '{"capacity":9,"refillPerSecond":1}',
+      "--wait",
+      "30s",
+      ...url(),
+    ]);
+    expect(set4.code, set4.out + set4.err).toBe(0);
+    expect(set4.out).toMatch(/arrived in every region/);
+    const badVersion = await cli(["status", "--wait", "1s", "--version", "v3", ...url()]);
+    expect(badVersion.code).toBe(2);
+    expect(badVersion.err).toMatch(/--version: expected a version like/);
+
     const shown = await cli(["get", "--json", ...url()]);
     expect(JSON.parse(shown.out).policies.policies).toContainEqual({
       tenant: "cust_new",

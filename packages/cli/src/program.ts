@@ -161,19 +161,30 @@ export function buildProgram(): Command {
     .addOption(
       new Option(
         "--wait <d>",
-        "wait until every region acknowledged and this region completed; exit 1 on timeout",
+        "wait until the version (--version, else this region's target) arrived in every region: completed here, acked by all; exit 1 on timeout",
       ).argParser((v) => parseDuration("--wait", v)),
     )
+    .option("--version <v>", "the version to wait for, as `set`/`apply` print it (v3@us-east#1f2e3d4c)")
     .action(policyAction("status"));
+  const waitOption = () =>
+    new Option(
+      "--wait <d>",
+      "wait until the proposed version arrived in every region; exit 1 on timeout",
+    ).argParser((v) => parseDuration("--wait", v));
   policy
     .command("apply <file>")
-    .description("propose a whole policies document (refused whole, naming the field, when invalid)")
+    .description(
+      "propose a whole policies document (refused whole, naming the field, when invalid; with --base, refused when the cluster moved past it)",
+    )
+    .option("--base <v>", "the version the file was based on (`policy get` prints it); sent as If-Match")
+    .addOption(waitOption())
     .action(policyAction("apply", ["file"]));
   policy
     .command("set <tenant> <resource> <spec>")
     .description(
-      `propose one policy change, e.g. set cust_a checkout '{"capacity":100,"refillPerSecond":10}'`,
+      `propose one entry, e.g. set cust_a checkout '{"capacity":100,"refillPerSecond":10}' (merged with concurrent edits of other entries)`,
     )
+    .addOption(waitOption())
     .action(policyAction("set", ["tenant", "resource", "spec"]));
   policy
     .command("import <files...>")

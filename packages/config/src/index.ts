@@ -41,6 +41,7 @@ export {
   resolvePolicy,
   withPolicy,
 } from "./policies.js";
+export { type StaticChange, sizingChange } from "./static-change.js";
 export {
   deriveRefundSecret,
   loadRegionConfig,

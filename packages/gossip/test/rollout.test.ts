@@ -12,6 +12,7 @@ import {
   encodeSnapshot,
   type Proposal,
   type Snapshot,
+  seedId,
   seedState,
   snapshotOf,
 } from "@geoquota/rollout";
@@ -227,7 +228,7 @@ describe("the rollout through the daemon", () => {
     const a = c.node("a");
     a.port.raw = null;
     await c.rounds(1);
-    expect(a.port.snapshot().completed).toEqual({ version: 0, origin: "seed" });
+    expect(a.port.snapshot().completed).toEqual(seedId(pol(10)));
     expect(c.logs.some((l) => l.startsWith("a policy_snapshot_rewritten"))).toBe(true);
     a.port.durable = false;
     a.port.push({ proposalId: "p1", policies: pol(20), at: 1 });

@@ -30,6 +30,10 @@ export const ERRORS = {
     statusCode: 410,
     message: "receipt: past its refund window, or the region lost its state since the admission",
   },
+  GQ_ERR_POLICY_STALE: {
+    statusCode: 412,
+    message: "the policies document was based on a version that is no longer the newest",
+  },
   GQ_ERR_PAYLOAD_TOO_LARGE: { statusCode: 413, message: "request body too large" },
   GQ_ERR_UNSUPPORTED_MEDIA_TYPE: {
     statusCode: 415,
@@ -83,6 +87,7 @@ const REASONS: Readonly<Record<number, string>> = {
   405: "Method Not Allowed",
   409: "Conflict",
   410: "Gone",
+  412: "Precondition Failed",
   413: "Payload Too Large",
   415: "Unsupported Media Type",
   429: "Too Many Requests",

@@ -1,7 +1,8 @@
 // The policy admin API (docs/design.md §3.4), behind the admin token:
 //   GET /v1/policy                     the version rolled out, its document, each region's ack
-//   PUT /v1/policy                     propose a whole policies document
-//   PUT /v1/policies/:tenant/:resource propose the current document with one policy replaced
+//   PUT /v1/policy                     propose a whole policies document (If-Match: the version
+//                                      it was based on, 412 when stale)
+//   PUT /v1/policies/:tenant/:resource propose one entry, merged with concurrent edits of others
 // Replicated: the region's gossip daemon numbers the proposal and rolls it out
 // (202 once numbered); static (one region): applied here at once (200).
 import { parsePolicySpec } from "@geoquota/config";
@@ -10,10 +11,12 @@ import { z } from "zod";
 import { LimiterError } from "./errors.js";
 import { validateKeyPart } from "./key-hygiene.js";
 import type { RouteDoc } from "./openapi.js";
-import type { PolicyAdmin } from "./policy-source.js";
+import { formatVersion, type PolicyAdmin } from "./policy-source.js";
 import { ErrorSchema } from "./validation.js";
 
-const VersionIdSchema = z.strictObject({ version: z.number().int(), origin: z.string() }).nullable();
+const VersionIdSchema = z
+  .strictObject({ version: z.number().int(), origin: z.string(), digest: z.string() })
+  .nullable();
 export const PolicyStateSchema = z
   .strictObject({
     region: z.string(),
@@ -23,6 +26,7 @@ export const PolicyStateSchema = z
     completed: VersionIdSchema,
     growAtUs: z.number().nullable(),
     policies: z.unknown(),
+    stamps: z.record(z.string(), z.strictObject({ v: z.number(), o: z.string(), p: z.string() })).nullable(),
     regions: z.array(z.strictObject({ id: z.string(), acked: VersionIdSchema })),
   })
   .meta({ id: "PolicyState" });
@@ -35,13 +39,6 @@ const proposed = {
   400: bad,
   401: unauthorized,
 };
-
-/** A policies document with the (tenant, resource) entry replaced (or added; tenant `*` = the resource's default). */
-function withEntry(doc: unknown, tenant: string, resource: string, spec: Record<string, unknown>): unknown {
-  const d = doc as { policies?: Record<string, unknown>[] };
-  const list = (d.policies ?? []).filter((p) => !(p.tenant === tenant && p.resource === resource));
-  return { ...(doc as object), policies: [...list, { tenant, resource, ...spec }] };
-}
 
 export function registerPolicyRoutes(
   app: FastifyInstance,
@@ -59,16 +56,26 @@ export function registerPolicyRoutes(
     admin: true,
     responses: { 200: { description: "the rollout state", schema: PolicyStateSchema }, 401: unauthorized },
   };
-  app.get("/v1/policy", { preHandler: requireAdmin, config: { openapi: getDoc } }, async () => admin.state());
+  app.get("/v1/policy", { preHandler: requireAdmin, config: { openapi: getDoc } }, async (_req, reply) => {
+    const s = admin.state();
+    // The version a whole-document PUT is based on goes back in If-Match.
+    if (s.target !== null) reply.header("etag", `"${formatVersion(s.target)}"`);
+    return s;
+  });
 
   const putDoc: RouteDoc = {
-    summary: "Propose a whole policies document (refused whole, naming the field, when invalid)",
+    summary:
+      "Propose a whole policies document (refused whole, naming the field, when invalid; with If-Match, refused 412 unless it names the newest version)",
     tags: ["admin"],
     admin: true,
-    responses: proposed,
+    responses: {
+      ...proposed,
+      412: { description: "If-Match names a version that is no longer the newest", schema: ErrorSchema },
+    },
   };
   app.put("/v1/policy", { preHandler: requireAdmin, config: { openapi: putDoc } }, async (req, reply) => {
-    const r = await admin.propose(req.body);
+    const ifMatch = req.headers["if-match"];
+    const r = await admin.propose(req.body, typeof ifMatch === "string" ? { ifMatch } : {});
     reply.code(r.unchanged || !r.state.replicated ? 200 : 202);
     return r;
   });
@@ -91,16 +98,10 @@ export function registerPolicyRoutes(
         const first = spec.issues[0] ?? "body: invalid";
         throw new LimiterError("GQ_ERR_INVALID_POLICY", first, { field: first.slice(0, first.indexOf(":")) });
       }
-      const current = admin.state();
-      if (current.policies === null || typeof current.policies !== "object") {
-        throw new LimiterError(
-          "GQ_ERR_POLICY_UNKNOWN",
-          "this region does not know the current policies yet; retry, or PUT /v1/policy with a whole document",
-        );
-      }
-      const r = await admin.propose(
-        withEntry(current.policies, tenant, resource, req.body as Record<string, unknown>),
-      );
+      // One entry, merged by the daemons with concurrent edits of other entries
+      // (issue 22); an edit of the same entry resolves to the highest stamp
+      // (GET /v1/policy `stamps` shows which edit holds each entry).
+      const r = await admin.proposeEntry(tenant, resource, req.body as Record<string, unknown>);
       req.log.info({ event: "policy_changed", tenant, resource, spec: spec.spec }, "policy changed");
       reply.code(r.unchanged || !r.state.replicated ? 200 : 202);
       return { tenant, resource, ...spec.spec, ...r };

@@ -20,13 +20,16 @@ import {
   type PolicySpec,
   parsePolicies,
   parseQuotaKey,
+  sizingChange,
 } from "@geoquota/config";
-import type { Snapshot } from "@geoquota/rollout";
+import { docDigest, type Snapshot } from "@geoquota/rollout";
 import { LimiterError } from "./errors.js";
 
 export interface VersionId {
   readonly version: number;
   readonly origin: string;
+  /** The document's digest (@geoquota/rollout docDigest): one id, one content. */
+  readonly digest: string;
 }
 
 /** What a limiter reads of the daemon's snapshot (`gq:policy`, @geoquota/rollout). */
@@ -43,12 +46,20 @@ export interface PolicyState {
   readonly growAtUs: number | null;
   /** The target version's policies document. */
   readonly policies: unknown;
+  /**
+   * Per part of the target document (`policies:<tenant>/<resource>`, `default`, …), the
+   * edit that last set it: `{v, o, p}` = version, origin, proposal id. An edit whose
+   * proposal id is not there lost to a concurrent edit of the same part (issue 22).
+   */
+  readonly stamps: Readonly<Record<string, { v: number; o: string; p: string }>> | null;
   readonly regions: readonly { id: string; acked: VersionId | null }[];
 }
 
 export interface ProposeResult {
   readonly unchanged: boolean;
   readonly proposalId?: string;
+  /** The version the daemon numbered the proposal as (absent: not numbered within the wait). */
+  readonly proposed?: VersionId;
   /** After the daemon numbered the proposal (or the wait ran out: then the target is the old one). */
   readonly state: PolicyState;
 }
@@ -56,9 +67,59 @@ export interface ProposeResult {
 /** What the admin routes use, replicated or static. */
 export interface PolicyAdmin {
   state(): PolicyState;
-  /** Validates the whole document (refused whole, naming the field) and proposes it. */
-  propose(policies: unknown): Promise<ProposeResult>;
+  /**
+   * Validates the whole document (refused whole, naming the field) and proposes it.
+   * `ifMatch`: the version it was based on (`formatVersion`); refused (412) when the
+   * target is another.
+   */
+  propose(policies: unknown, options?: { ifMatch?: string }): Promise<ProposeResult>;
+  /** Proposes one entry (tenant `*`: the resource's default) on top of the newest document. */
+  proposeEntry(tenant: string, resource: string, spec: Record<string, unknown>): Promise<ProposeResult>;
   stop(): void;
+}
+
+/** A version as `If-Match` and `ETag` carry it: `v<version>@<origin>#<digest>`. */
+export function formatVersion(v: VersionId): string {
+  return `v${v.version}@${v.origin}#${v.digest}`;
+}
+
+/**
+ * 412 unless `ifMatch` names `current`: `v<version>@<origin>#<digest>`, a digest
+ * prefix of 8 digits or more will do (quotes and `W/` allowed; `*`: any version).
+ */
+function checkIfMatch(ifMatch: string | undefined, current: VersionId | null): void {
+  if (ifMatch === undefined) return;
+  const want = ifMatch
+    .trim()
+    .replace(/^W\//, "")
+    .replace(/^"(.*)"$/, "$1");
+  if (want === "*" && current !== null) return;
+  const m = /^v(\d+)@([^#]+)#([0-9a-f]{8,32})$/.exec(want);
+  if (
+    current !== null &&
+    m !== null &&
+    Number(m[1]) === current.version &&
+    m[2] === current.origin &&
+    current.digest.startsWith(m[3] as string)
+  )
+    return;
+  throw new LimiterError(
+    "GQ_ERR_POLICY_STALE",
+    `If-Match: the document was based on ${want}, but the newest version is ${current === null ? "unknown" : formatVersion(current)}; read it again (GET /v1/policy), re-apply the change and retry`,
+    { field: "If-Match" },
+  );
+}
+
+/** A policies document with the (tenant, resource) entry replaced (or added; tenant `*` = the resource's default). */
+export function withEntry(
+  doc: unknown,
+  tenant: string,
+  resource: string,
+  spec: Record<string, unknown>,
+): unknown {
+  const d = doc as { policies?: Record<string, unknown>[] };
+  const list = (d.policies ?? []).filter((p) => !(p.tenant === tenant && p.resource === resource));
+  return { ...(doc as object), policies: [...list, { tenant, resource, ...spec }] };
 }
 
 /** The limiter's side of it. */
@@ -68,17 +129,11 @@ export interface PolicyTarget {
   setPolicyValidUntil(monoMs: number | undefined): void;
 }
 
-/** Every weights field of a document, by where it is (default, tenant/resource). */
-function weightsOf(doc: unknown): Record<string, unknown> {
-  const d = (doc ?? {}) as { default?: { weights?: unknown }; policies?: Record<string, unknown>[] };
-  const out: Record<string, unknown> = { default: d.default?.weights };
-  for (const p of d.policies ?? []) out[`${String(p.tenant)}/${String(p.resource)}`] = p.weights;
-  return out;
-}
-
-const idOf = (v: VersionId): string => `v${v.version}@${v.origin}`;
+// The digest is part of the id: a cache keyed by (version, origin) alone
+// would keep enforcing an older content under a reused number (issue 21).
+const idOf = (v: VersionId): string => `v${v.version}@${v.origin}#${v.digest}`;
 const sameId = (a: VersionId | null | undefined, b: VersionId | null | undefined): boolean =>
-  a != null && b != null && a.version === b.version && a.origin === b.origin;
+  a != null && b != null && a.version === b.version && a.origin === b.origin && a.digest === b.digest;
 
 /** Parses a proposed document against the configured regions; a bad one is a 400 naming the field. */
 export function validatePolicies(raw: unknown, regionIds: readonly string[], label = "policies"): PolicySet {
@@ -106,8 +161,13 @@ export interface ReplicatedDeps {
   readonly staleMs: number;
   /** Reads the daemon's snapshot; null when there is none (yet). */
   read(): Promise<RolloutView | null>;
-  /** Hands a proposal to the daemon. */
-  push(proposal: { proposalId: string; policies: unknown; at: number }): Promise<void>;
+  /** Hands a proposal to the daemon: a whole document, or one entry. */
+  push(
+    proposal: { proposalId: string; at: number } & (
+      | { policies: unknown }
+      | { entry: { tenant: string; resource: string; spec: Record<string, unknown> } }
+    ),
+  ): Promise<void>;
   readonly target: PolicyTarget;
   /** Monotonic ms. */
   readonly now: () => number;
@@ -203,6 +263,7 @@ export class ReplicatedPolicies implements PolicyAdmin {
       completed: v?.completed ?? null,
       growAtUs: v?.growAtUs ?? null,
       policies: v?.docs.find((d) => sameId(d, v.target))?.policies ?? null,
+      stamps: v?.docs.find((d) => sameId(d, v.target))?.stamps ?? null,
       regions: this.deps.regionIds.map((id) => ({ id, acked: v?.regions[id]?.acked ?? null })),
     };
   }
@@ -211,20 +272,62 @@ export class ReplicatedPolicies implements PolicyAdmin {
     return now > this.lastReadSent + this.deps.staleMs;
   }
 
-  async propose(policies: unknown): Promise<ProposeResult> {
+  async propose(policies: unknown, options: { ifMatch?: string } = {}): Promise<ProposeResult> {
     validatePolicies(policies, this.deps.regionIds);
     const current = this.state();
+    checkIfMatch(options.ifMatch, current.target);
     if (current.policies !== null && canonical(current.policies) === canonical(policies))
       return { unchanged: true, state: current };
+    return this.send({ policies });
+  }
+
+  async proposeEntry(
+    tenant: string,
+    resource: string,
+    spec: Record<string, unknown>,
+  ): Promise<ProposeResult> {
+    const current = this.state();
+    if (current.policies === null || typeof current.policies !== "object") {
+      throw new LimiterError(
+        "GQ_ERR_POLICY_UNKNOWN",
+        "this region does not know the current policies yet; retry, or PUT /v1/policy with a whole document",
+      );
+    }
+    // Validated against the newest document here; the daemon applies the entry
+    // to its own newest document (merged with concurrent edits of other entries).
+    const next = withEntry(current.policies, tenant, resource, spec);
+    validatePolicies(next, this.deps.regionIds);
+    const list = ((current.policies as { policies?: Record<string, unknown>[] }).policies ?? []).find(
+      (p) => p.tenant === tenant && p.resource === resource,
+    );
+    if (list !== undefined && canonical(list) === canonical({ tenant, resource, ...spec }))
+      return { unchanged: true, state: current };
+    return this.send({ entry: { tenant, resource, spec } });
+  }
+
+  private async send(
+    what:
+      | { policies: unknown }
+      | { entry: { tenant: string; resource: string; spec: Record<string, unknown> } },
+  ): Promise<ProposeResult> {
     const proposalId = randomUUID();
-    await this.deps.push({ proposalId, policies, at: Date.now() });
+    await this.deps.push({ proposalId, ...what, at: Date.now() });
     const deadline = this.deps.now() + (this.deps.proposeWaitMs ?? 5000);
+    let doc: VersionId | undefined;
     while (this.deps.now() < deadline) {
       await new Promise((r) => setTimeout(r, 50));
       const v = await this.poll();
-      if (v?.docs.some((d) => d.proposalId === proposalId)) break;
+      doc = v?.docs.find((d) => d.proposalId === proposalId);
+      if (doc !== undefined) break;
     }
-    return { unchanged: false, proposalId, state: this.state() };
+    return {
+      unchanged: false,
+      proposalId,
+      ...(doc !== undefined
+        ? { proposed: { version: doc.version, origin: doc.origin, digest: doc.digest } }
+        : {}),
+      state: this.state(),
+    };
   }
 
   stop(): void {
@@ -266,11 +369,14 @@ export function documentOf(set: PolicySet | undefined): Record<string, unknown> 
 
 /**
  * Not replicated: the file, changed in this process only (version counted
- * locally). With several regions configured, base shares must agree across
- * them (Σ b_i ≤ U), so a change of weights is refused here.
+ * locally). With several regions configured, every region's processes size
+ * each key's slice from their own copy of the file (Σ b_i ≤ U needs them to
+ * agree), so any change that moves a key's algorithm, capacity, rate, window,
+ * base share or floor is refused here, naming the field (sizingChange).
  */
 export class StaticPolicies implements PolicyAdmin {
   private version = 0;
+  private set: PolicySet | undefined;
   constructor(
     private readonly region: string,
     private readonly regionIds: readonly string[],
@@ -279,7 +385,13 @@ export class StaticPolicies implements PolicyAdmin {
   ) {}
 
   state(): PolicyState {
-    const id = { version: this.version, origin: this.region };
+    const digest = docDigest({
+      version: this.version,
+      origin: this.region,
+      proposedAtMs: 0,
+      policies: this.policies,
+    });
+    const id = { version: this.version, origin: this.region, digest };
     return {
       region: this.region,
       replicated: false,
@@ -288,23 +400,31 @@ export class StaticPolicies implements PolicyAdmin {
       completed: id,
       growAtUs: null,
       policies: this.policies,
+      stamps: null,
       regions: this.regionIds.map((r) => ({ id: r, acked: r === this.region ? id : null })),
     };
   }
 
-  async propose(policies: unknown): Promise<ProposeResult> {
+  async proposeEntry(
+    tenant: string,
+    resource: string,
+    spec: Record<string, unknown>,
+  ): Promise<ProposeResult> {
+    return this.propose(withEntry(this.policies, tenant, resource, spec));
+  }
+
+  async propose(policies: unknown, options: { ifMatch?: string } = {}): Promise<ProposeResult> {
+    checkIfMatch(options.ifMatch, this.state().target);
     const set = validatePolicies(policies, this.regionIds);
     if (canonical(policies) === canonical(this.policies)) return { unchanged: true, state: this.state() };
     if (this.regionIds.length > 1) {
-      const weights = (doc: unknown) => canonical(weightsOf(doc));
-      if (weights(policies) !== weights(this.policies))
-        throw new LimiterError(
-          "GQ_ERR_INVALID_POLICY",
-          "weights: without policy replication (policy.replicated), change weights in policies.json of every region together",
-          { field: "weights" },
-        );
+      this.set ??= validatePolicies(this.policies, this.regionIds);
+      const change = sizingChange(this.set, set, this.regionIds);
+      if (change !== undefined)
+        throw new LimiterError("GQ_ERR_INVALID_POLICY", change.message, { field: change.field });
     }
     this.policies = policies;
+    this.set = set;
     this.version++;
     this.target.setPolicies([set]);
     return { unchanged: false, state: this.state() };

@@ -18,6 +18,8 @@ afterEach(async () => {
 });
 
 async function setup(options: { logRequests?: boolean; level?: string } = {}) {
+  // One region: an admin PUT applies in this process (with several static
+  // regions it would be refused, issue 21).
   const lines: Line[] = [];
   const stream = { write: (s: string) => lines.push(JSON.parse(s) as Line) };
   const store = new FakeStore();
@@ -25,7 +27,10 @@ async function setup(options: { logRequests?: boolean; level?: string } = {}) {
   app = await buildApp({
     store,
     // failureThreshold 3, openMs 1000: the breaker's transitions are driven by the manual clock.
-    config: testConfig({ breaker: { failureThreshold: 3, openMs: 1000, closeAfterSuccesses: 1 } }),
+    config: testConfig({
+      breaker: { failureThreshold: 3, openMs: 1000, closeAfterSuccesses: 1 },
+      regions: [{ id: "us-east", gossip: "127.0.0.1:7301" }],
+    }),
     policies: testPolicies(),
     clock: clock.now,
     logger: { level: options.level ?? "info", stream },

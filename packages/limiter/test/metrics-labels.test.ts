@@ -20,7 +20,8 @@ describe("metric label cardinality", () => {
   it('collapses resources no policy names into resource="other"; a policy added later gets its own', async () => {
     app = await buildApp({
       store: new FakeStore(),
-      config: testConfig(),
+      // One region: the admin PUT below applies in this process (issue 21).
+      config: testConfig({ regions: [{ id: "us-east", gossip: "127.0.0.1:7301" }] }),
       policies: testPolicies(),
       clock: manualClock().now,
     });

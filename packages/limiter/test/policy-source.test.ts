@@ -2,6 +2,7 @@
 // meet of the versions in the daemon's snapshot, uses a snapshot only until
 // its read was sent + limiterStaleMs, and fails closed before and after.
 import { type PolicySet, parsePolicies } from "@geoquota/config";
+import { idOf, makeDoc } from "@geoquota/rollout";
 import { describe, expect, it } from "vitest";
 import { LimiterError } from "../src/errors.js";
 import {
@@ -22,19 +23,23 @@ function view(
   docs: { version: number; capacity: number; proposalId?: string }[],
   completed = 0,
 ): RolloutView {
-  const ids = docs.map((d) => ({ version: d.version, origin: d.version === 0 ? "seed" : "us-east" }));
+  const full = docs.map((d) =>
+    makeDoc({
+      version: d.version,
+      origin: d.version === 0 ? "seed" : "us-east",
+      ...(d.proposalId ? { proposalId: d.proposalId } : {}),
+      proposedAtMs: 0,
+      policies: doc(d.capacity),
+    }),
+  );
+  const ids = full.map(idOf);
   const target = ids[ids.length - 1]!;
   return {
     target,
     completed: ids[completed]!,
     phase: ids.length > 1 ? "rolling_out" : "stable",
     growAtUs: null,
-    docs: docs.map((d, i) => ({
-      ...ids[i]!,
-      ...(d.proposalId ? { proposalId: d.proposalId } : {}),
-      proposedAtMs: 0,
-      policies: doc(d.capacity),
-    })),
+    docs: full as RolloutView["docs"],
     regions: Object.fromEntries(REGIONS.map((r) => [r, { acked: target, epoch: 0 }])),
   };
 }
@@ -44,7 +49,7 @@ function harness(initial: RolloutView | null) {
   let snapshot: RolloutView | null = initial;
   let failing = false;
   let readLatencyMs = 0;
-  const pushed: { proposalId: string; policies: unknown }[] = [];
+  const pushed: { proposalId: string; policies?: unknown }[] = [];
   const seen: { sets: readonly PolicySet[]; validUntil: number | undefined } = {
     sets: [],
     validUntil: undefined,
@@ -74,7 +79,7 @@ function harness(initial: RolloutView | null) {
         { version: 0, capacity: 10 },
         {
           version: v.target.version + 1,
-          capacity: (p.policies as ReturnType<typeof doc>).default.capacity,
+          capacity: ("policies" in p ? (p.policies as ReturnType<typeof doc>) : doc(0)).default.capacity,
           proposalId: p.proposalId,
         },
       ]);
@@ -165,8 +170,29 @@ describe("replicated policy source", () => {
     const r = await h.source.propose(doc(20));
     expect(h.pushed).toHaveLength(1);
     expect(r).toMatchObject({ unchanged: false, proposalId: h.pushed[0]!.proposalId });
-    expect(r.state.target).toEqual({ version: 1, origin: "us-east" });
+    expect(r.state.target).toMatchObject({ version: 1, origin: "us-east" });
     expect(h.seen.sets.map((s) => s.default.capacity)).toEqual([10, 20]);
+  });
+
+  it("If-Match: a document based on another version is refused 412 naming If-Match; the newest passes", async () => {
+    const h = harness(view([{ version: 0, capacity: 10 }]));
+    await h.source.poll();
+    const t = h.source.state().target!;
+    const stale = `"v${t.version}@${t.origin}#${"0".repeat(32)}"`;
+    await expect(h.source.propose(doc(20), { ifMatch: stale })).rejects.toMatchObject({
+      code: "GQ_ERR_POLICY_STALE",
+      statusCode: 412,
+      field: "If-Match",
+    });
+    await expect(h.source.propose(doc(20), { ifMatch: `"v9@us-east#${t.digest}"` })).rejects.toMatchObject({
+      code: "GQ_ERR_POLICY_STALE",
+    });
+    expect(h.pushed).toEqual([]);
+    const r = await h.source.propose(doc(20), {
+      ifMatch: `"v${t.version}@${t.origin}#${t.digest.slice(0, 8)}"`,
+    });
+    expect(r.unchanged).toBe(false);
+    expect(h.pushed).toHaveLength(1);
   });
 });
 
@@ -197,19 +223,77 @@ describe("documentOf", () => {
 });
 
 describe("static policy source", () => {
-  it("applies a change in this process and counts versions; refuses a weights change with several regions", async () => {
-    let sets: readonly PolicySet[] = [];
-    const s = new StaticPolicies("us-east", REGIONS, doc(10), {
-      setPolicies: (x) => {
-        sets = x;
-      },
-      setPolicyValidUntil: () => {},
-    });
+  const sink = (into: { sets: readonly PolicySet[] }): PolicyTarget => ({
+    setPolicies: (x) => {
+      into.sets = x;
+    },
+    setPolicyValidUntil: () => {},
+  });
+  it("one region: applies a change in this process and counts versions", async () => {
+    const seen = { sets: [] as readonly PolicySet[] };
+    const s = new StaticPolicies("us-east", ["us-east"], doc(10), sink(seen));
     const r = await s.propose(doc(30));
-    expect(r.state.target).toEqual({ version: 1, origin: "us-east" });
-    expect(sets[0]?.default.capacity).toBe(30);
-    await expect(s.propose(doc(30, { "us-east": 3, "eu-west": 1 }))).rejects.toMatchObject({
-      field: "weights",
+    expect(r.state.target).toMatchObject({ version: 1, origin: "us-east" });
+    expect(seen.sets[0]?.default.capacity).toBe(30);
+  });
+  // Issue 21, bug 5: with replicated: false and several regions, an admin PUT of
+  // a new algorithm applied in one limiter process while its daemon kept lending
+  // from the file's token bucket (152 admitted against a bound of 109.8).
+  it("several regions: refuses every change that sizes a slice, naming the field; lists stay changeable", async () => {
+    const seen = { sets: [] as readonly PolicySet[] };
+    const file = {
+      ...doc(10),
+      policies: [{ tenant: "cust_a", resource: "api", capacity: 5, refillPerSecond: 5 }],
+    };
+    const s = new StaticPolicies("us-east", REGIONS, file, sink(seen));
+    const refused = async (next: unknown, field: string) => {
+      const err = await s.propose(next).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err, field).toBeInstanceOf(LimiterError);
+      expect(err).toMatchObject({ code: "GQ_ERR_INVALID_POLICY", field });
+      expect((err as Error).message).toContain("policy.replicated");
+    };
+    const entry = (extra: object) => ({ ...file, policies: [{ ...file.policies[0], ...extra }] });
+    await refused(
+      { ...file, default: { algorithm: "gcra", capacity: 10, refillPerSecond: 10 } },
+      "default.algorithm",
+    );
+    await refused({ ...file, default: { capacity: 30, refillPerSecond: 10 } }, "default.capacity");
+    await refused({ ...file, default: { capacity: 10, refillPerSecond: 20 } }, "default.refillPerSecond");
+    await refused(
+      { ...file, default: { capacity: 10, refillPerSecond: 10, weights: { "us-east": 3, "eu-west": 1 } } },
+      "default.weights",
+    );
+    await refused(entry({ capacity: 6 }), "policies.cust_a/api.capacity");
+    await refused(entry({ floorPpm: 100_000 }), "policies.cust_a/api.floorPpm");
+    await refused({ ...file, policies: [] }, "policies.cust_a/api.capacity");
+    await refused(
+      {
+        ...file,
+        policies: [...file.policies, { tenant: "*", resource: "api", capacity: 1, refillPerSecond: 1 }],
+      },
+      "policies.*/api.capacity",
+    );
+    await refused(
+      { ...file, overrides: [{ tenant: "cust_a", resource: "api", algorithm: "gcra" }] },
+      "overrides.cust_a/api.algorithm",
+    );
+    expect(s.state().target?.version).toBe(0);
+    // Weights that give the same base shares, a new entry equal to what the key
+    // resolved to, a deny list, shadow mode: no slice moves.
+    const same = {
+      ...file,
+      default: { capacity: 10, refillPerSecond: 10, weights: { "us-east": 2, "eu-west": 2 } },
+      policies: [...file.policies, { tenant: "cust_b", resource: "api", capacity: 10, refillPerSecond: 10 }],
+      deny: [{ tenant: "blocked" }],
+    };
+    await expect(s.propose(same)).resolves.toMatchObject({ unchanged: false });
+    await expect(s.propose({ ...same, default: { ...same.default, shadow: true } })).resolves.toMatchObject({
+      unchanged: false,
     });
+    expect(s.state().target?.version).toBe(2);
+    expect(seen.sets[0]?.deny?.tenants.has("blocked")).toBe(true);
   });
 });

@@ -3,7 +3,7 @@
 // Both are validated with zod; bad input is an error naming the field, never
 // a throw.
 import { z } from "zod";
-import { compareIds, type DocId, idKey, idOf, type PolicyDoc, sameId } from "./doc.js";
+import { compareIds, DIGEST_PATTERN, type DocId, idKey, idOf, type PolicyDoc, sameId } from "./doc.js";
 import {
   type AckRegister,
   effectiveDocs,
@@ -15,7 +15,9 @@ import {
   targetOf,
 } from "./state.js";
 
-export const SNAPSHOT_FORMAT = 1;
+// 2: ids carry the document's digest (issue 21). A format-1 snapshot is
+// refused as invalid: its daemon starts a new epoch and adopts its peers' state.
+export const SNAPSHOT_FORMAT = 2;
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const name = (what: string) => z.string({ error: `expected ${what}` }).regex(NAME, `expected ${what}`);
@@ -25,14 +27,29 @@ const uint = z
   .min(0, "expected an integer ≥ 0")
   .max(Number.MAX_SAFE_INTEGER, "expected a safe integer");
 
-export const DocIdSchema = z.strictObject({ version: uint, origin: name("an origin (region id or seed)") });
+const digest = z
+  .string({ error: "expected a digest (32 hex digits)" })
+  .regex(DIGEST_PATTERN, "expected a digest (32 hex digits)");
+
+export const DocIdSchema = z.strictObject({
+  version: uint,
+  origin: name("an origin (region id or seed)"),
+  digest,
+});
 
 export const PolicyDocSchema = z.strictObject({
   version: uint,
   origin: name("an origin (region id or seed)"),
+  digest,
   proposalId: z.string().min(1).max(128).optional(),
   proposedAtMs: z.number().refine(Number.isFinite, "expected a finite number"),
   policies: z.unknown().refine((v) => v !== undefined && v !== null, "expected the policies file JSON"),
+  stamps: z
+    .record(
+      z.string().min(1).max(600),
+      z.strictObject({ v: uint, o: name("an origin (region id)"), p: z.string().min(1).max(128) }),
+    )
+    .optional(),
 });
 
 const AckSchema = z.strictObject({ acked: DocIdSchema.nullable(), epoch: uint });

@@ -18,16 +18,26 @@
 // anything on the strength of its old acks, and any doc a peer completed in
 // the meantime reached it with that peer's state).
 import {
+  canonicalJson,
   compareIds,
   compareMaybeIds,
   type DocId,
   idKey,
   idOf,
+  makeDoc,
   type PolicyDoc,
-  preferDoc,
   sameId,
-  canonicalJson,
 } from "./doc.js";
+import {
+  assemble,
+  changedParts,
+  entryPart,
+  mergeParts,
+  partsOf,
+  reflects,
+  type Stamp,
+  stampEdit,
+} from "./entries.js";
 
 export interface AckRegister {
   readonly epoch: number;
@@ -46,13 +56,14 @@ export interface SharedState {
 
 export const EMPTY_SHARED: SharedState = { docs: new Map(), acked: new Map() };
 
-/** The join: union of docs (one doc per id, chosen deterministically), max of each ack register. */
+/**
+ * The join: union of docs, max of each ack register. One id is one content
+ * (the digest is in the id, checked before a doc enters a state), so a doc
+ * already held is kept as it is.
+ */
 export function mergeShared(a: SharedState, b: SharedState): SharedState {
   const docs = new Map(a.docs);
-  for (const [k, d] of b.docs) {
-    const mine = docs.get(k);
-    docs.set(k, mine === undefined ? d : preferDoc(mine, d));
-  }
+  for (const [k, d] of b.docs) if (!docs.has(k)) docs.set(k, d);
   const acked = new Map(a.acked);
   for (const [r, reg] of b.acked) {
     const mine = acked.get(r);
@@ -147,29 +158,108 @@ export function mergePeer(r: RegionState, peer: PeerState): RegionState {
   return { ...r, shared, epoch };
 }
 
-/** A proposal: a new doc `{version: max known + 1, origin: self}`; null when equal to the target. */
+/** What a region is asked to propose (the proposals list, SIGHUP, the admin API). */
+export type Edit =
+  /** A whole policies document: stamps the parts it changes against the target. */
+  | { readonly kind: "doc"; readonly policies: unknown }
+  /** One entry (tenant "*": the resource's default) set to `spec`, or removed (null). */
+  | {
+      readonly kind: "entry";
+      readonly tenant: string;
+      readonly resource: string;
+      readonly spec: Readonly<Record<string, unknown>> | null;
+    };
+
+function nextVersion(r: RegionState): number {
+  let version = r.completed.version;
+  for (const d of r.shared.docs.values()) version = Math.max(version, d.version);
+  return version + 1;
+}
+
+/** The target's document. */
+export function targetDoc(r: RegionState): PolicyDoc {
+  const t = targetOf(r);
+  const doc = r.shared.docs.get(idKey(t));
+  if (doc === undefined) throw new Error(`rollout state of ${r.region}: target ${idKey(t)} has no document`);
+  return doc;
+}
+
+/** The policies document `edit` makes of `base`. */
+export function applyEdit(base: PolicyDoc, edit: Edit): unknown {
+  if (edit.kind === "doc") return edit.policies;
+  const parts = partsOf(base.policies);
+  const part = entryPart(edit.tenant, edit.resource);
+  if (edit.spec === null) parts.delete(part);
+  else parts.set(part, { tenant: edit.tenant, resource: edit.resource, ...edit.spec });
+  return assemble(parts);
+}
+
+function withDoc(r: RegionState, doc: PolicyDoc): RegionState {
+  const docs = new Map(r.shared.docs);
+  docs.set(idKey(doc), doc);
+  return { ...r, shared: { docs, acked: r.shared.acked } };
+}
+
+/**
+ * A proposal on top of the target: a new doc `{version: max known + 1, origin:
+ * self, digest}` whose stamps mark the parts it changed; null when it changes
+ * nothing. `policies` (the old form) is a whole-document edit.
+ */
 export function propose(
   r: RegionState,
   policies: unknown,
-  meta: { proposalId?: string | undefined; nowMs: number },
+  meta: { proposalId?: string | undefined; nowMs: number; edit?: Edit },
 ): { state: RegionState; doc: PolicyDoc | null } {
-  const target = targetOf(r);
-  const current = r.shared.docs.get(idKey(target));
-  if (current !== undefined && canonicalJson(current.policies) === canonicalJson(policies)) {
-    return { state: r, doc: null };
-  }
-  let version = r.completed.version;
-  for (const d of r.shared.docs.values()) version = Math.max(version, d.version);
-  const doc: PolicyDoc = {
-    version: version + 1,
+  const base = targetDoc(r);
+  const edit: Edit = meta.edit ?? { kind: "doc", policies };
+  const next = applyEdit(base, edit);
+  if (changedParts(base.policies, next).length === 0) return { state: r, doc: null };
+  const version = nextVersion(r);
+  const stamp: Stamp = { v: version, o: r.region, p: meta.proposalId ?? `${r.region}-${version}` };
+  const doc: PolicyDoc = makeDoc({
+    version,
     origin: r.region,
     ...(meta.proposalId !== undefined ? { proposalId: meta.proposalId } : {}),
     proposedAtMs: meta.nowMs,
-    policies,
+    policies: next,
+    stamps: stampEdit(base, next, stamp),
+  });
+  return { state: withDoc(r, doc), doc };
+}
+
+/** The known docs (from the completed one up) whose edits the target lacks. */
+export function unreflected(r: RegionState): PolicyDoc[] {
+  const t = targetDoc(r);
+  return effectiveDocs(r).filter((d) => !reflects(t, d));
+}
+
+/**
+ * When the target lacks an edit some other known doc holds (a concurrent edit
+ * made elsewhere), the merge of them all as a new doc on top; null when the
+ * target reflects everything. `fallback`: the target's content with the merged
+ * stamps (the lower edits lost), for when the merged content is not a valid
+ * policies file.
+ */
+export function proposeMerge(
+  r: RegionState,
+  nowMs: number,
+): { merged: PolicyDoc; fallback: PolicyDoc; lost: PolicyDoc[] } | null {
+  const lost = unreflected(r);
+  if (lost.length === 0) return null;
+  const t = targetDoc(r);
+  const m = mergeParts([t, ...lost]);
+  const version = nextVersion(r);
+  const meta = { version, origin: r.region, proposalId: `merge-${r.region}-${version}`, proposedAtMs: nowMs };
+  return {
+    merged: makeDoc({ ...meta, policies: m.policies, stamps: m.stamps }),
+    fallback: makeDoc({ ...meta, policies: t.policies, stamps: m.stamps }),
+    lost,
   };
-  const docs = new Map(r.shared.docs);
-  docs.set(idKey(doc), doc);
-  return { state: { ...r, shared: { docs, acked: r.shared.acked } }, doc };
+}
+
+/** Adds a doc this region made (a merge) to its state. */
+export function adopt(r: RegionState, doc: PolicyDoc): RegionState {
+  return withDoc(r, doc);
 }
 
 /**
@@ -188,6 +278,9 @@ export function ack(
   if (mine !== undefined && mine.epoch === r.epoch && sameId(mine.id, target)) return r;
   if (applied === null || !sameId(applied.target, target)) return r;
   if (nowMs < applied.atMs + limiterStaleMs) return r;
+  // Never ack a target that lacks a concurrent edit this region knows: it
+  // could complete, and prune that edit everywhere (issue 22).
+  if (unreflected(r).length > 0) return r;
   const reg: AckRegister = { epoch: r.epoch, id: target };
   if (mine !== undefined && compareAcks(reg, mine) <= 0) return r;
   const acked = new Map(r.shared.acked);

@@ -1,6 +1,6 @@
 // The rollout's Redis keys (the only module that names them):
 //   gq:policy            the region's snapshot (JSON, snapshot.ts), written by its daemon
-//   gq:policy:proposals  a list of proposals `{proposalId, policies, at}` (JSON), pushed
+//   gq:policy:proposals  a list of proposals `{proposalId, policies | entry, at}` (JSON), pushed
 //                        by the admin API or the daemon's SIGHUP reload, popped by the daemon
 import type { Cluster, Redis } from "ioredis";
 import { z } from "zod";
@@ -57,11 +57,24 @@ export async function writeSnapshot(
   return options.certified({ key: SNAPSHOT_KEY }, write);
 }
 
-export const ProposalSchema = z.strictObject({
-  proposalId: z.string().min(1).max(128),
-  policies: z.unknown(),
-  at: z.number(),
-});
+export const ProposalSchema = z
+  .strictObject({
+    proposalId: z.string().min(1).max(128),
+    /** A whole policies document. */
+    policies: z.unknown().optional(),
+    /** Or one entry (tenant "*": the resource's default): its spec, or null to remove it. */
+    entry: z
+      .strictObject({
+        tenant: z.string().min(1).max(1024),
+        resource: z.string().min(1).max(1024),
+        spec: z.record(z.string(), z.unknown()).nullable(),
+      })
+      .optional(),
+    at: z.number(),
+  })
+  .refine((p) => (p.policies === undefined) !== (p.entry === undefined), {
+    message: "expected exactly one of policies or entry",
+  });
 export type Proposal = z.output<typeof ProposalSchema>;
 
 export async function pushProposal(redis: RedisLike, proposal: Proposal): Promise<void> {

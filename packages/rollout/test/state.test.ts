@@ -2,6 +2,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   ack,
+  allAckedTarget,
+  compareIds,
   complete,
   compareAcks,
   type DocId,
@@ -10,6 +12,8 @@ import {
   encodeSnapshot,
   heardFrom,
   idKey,
+  idOf,
+  makeDoc,
   mergePeer,
   mergeShared,
   type PolicyDoc,
@@ -22,36 +26,50 @@ import {
   resolveUnknown,
   type SharedState,
   seedDoc,
+  seedId,
   seedState,
   sharedEquals,
   snapshotOf,
   stateFromSnapshot,
   targetOf,
   unknownState,
+  verifyDoc,
 } from "../src/index.js";
 
 const REGIONS = ["a", "b", "c"];
 const WAIT_US = 3_500_000; // D + 2ε
 const STALE_MS = 1000;
 
+/** (version, origin) and a content variant: two variants are two docs with one number. */
+const docOf = (version: number, origin: string, variant = 0): PolicyDoc =>
+  makeDoc({
+    version,
+    origin,
+    proposedAtMs: variant,
+    policies: { default: { capacity: 10 * (version + 1) } },
+  });
 const docArb = fc
-  .record({ version: fc.integer({ min: 0, max: 4 }), origin: fc.constantFrom("a", "b", "c", "seed") })
-  .map(
-    (id): PolicyDoc => ({
-      ...id,
-      proposedAtMs: 0,
-      policies: { default: { capacity: 10 * (id.version + 1) } },
-    }),
-  );
+  .record({
+    version: fc.integer({ min: 0, max: 4 }),
+    origin: fc.constantFrom("a", "b", "c", "seed"),
+    variant: fc.integer({ min: 0, max: 1 }),
+  })
+  .map(({ version, origin, variant }) => docOf(version, origin, variant));
 const ackArb = fc.record({
   epoch: fc.integer({ min: 0, max: 2 }),
   id: fc.option(
-    fc.record({ version: fc.integer({ min: 0, max: 4 }), origin: fc.constantFrom("a", "b", "c") }),
-    {
-      nil: null,
-    },
+    fc
+      .record({
+        version: fc.integer({ min: 0, max: 4 }),
+        origin: fc.constantFrom("a", "b", "c"),
+        variant: fc.integer({ min: 0, max: 1 }),
+      })
+      .map(({ version, origin, variant }) => idOf(docOf(version, origin, variant))),
+    { nil: null },
   ),
 });
+/** `version/origin` of an id (the digest makes the full key unreadable in expectations). */
+const short = (id: DocId) => `${id.version}/${id.origin}`;
 const sharedArb: fc.Arbitrary<SharedState> = fc
   .record({
     docs: fc.array(docArb, { maxLength: 5 }),
@@ -93,12 +111,44 @@ describe("merge is a join", () => {
       }),
     );
   });
-  it("two documents with one id: every order keeps the same one", () => {
-    const d1: PolicyDoc = { version: 1, origin: "a", proposedAtMs: 1, policies: { x: 1 } };
-    const d2: PolicyDoc = { version: 1, origin: "a", proposedAtMs: 2, policies: { x: 2 } };
-    const s1 = { docs: new Map([[idKey(d1), d1]]), acked: new Map() };
-    const s2 = { docs: new Map([[idKey(d2), d2]]), acked: new Map() };
-    expect(mergeShared(s1, s2).docs.get("1/a")).toBe(mergeShared(s2, s1).docs.get("1/a"));
+});
+
+describe("one id, one content (issue 21)", () => {
+  // A proposal (1, a) with content X reached peers; a lost it (failover to an
+  // older snapshot, daemon restart) and numbered its next proposal (1, a) again
+  // with content Y. Without the digest in the id, b's ack of X counted as an
+  // ack of Y, and completing "(1, a)" left b enforcing X and a enforcing Y.
+  const x = makeDoc({ version: 1, origin: "a", proposalId: "x", proposedAtMs: 1, policies: POL(20) });
+  const y = makeDoc({ version: 1, origin: "a", proposalId: "y", proposedAtMs: 2, policies: POL(30) });
+  it("two contents numbered (1, a) are two ids, and both are kept", () => {
+    expect(idKey(x)).not.toBe(idKey(y));
+    const s1 = { docs: new Map([[idKey(x), x]]), acked: new Map() };
+    const s2 = { docs: new Map([[idKey(y), y]]), acked: new Map() };
+    expect(mergeShared(s1, s2).docs.size).toBe(2);
+  });
+  it("an ack of one content never completes the other", () => {
+    const lower = compareIds(x, y) < 0 ? x : y;
+    const higher = lower === x ? y : x;
+    const base = seedState("a", REGIONS, POL(10));
+    const acked = new Map(base.shared.acked);
+    // b and c acked the lower content; a holds both, its target is the higher one.
+    acked.set("a", { epoch: 0, id: idOf(higher) });
+    acked.set("b", { epoch: 0, id: idOf(lower) });
+    acked.set("c", { epoch: 0, id: idOf(lower) });
+    const docs = new Map(base.shared.docs);
+    docs.set(idKey(x), x);
+    docs.set(idKey(y), y);
+    const a: RegionState = { ...base, shared: { docs, acked } };
+    expect(targetOf(a)).toEqual(idOf(higher));
+    expect(allAckedTarget(a)).toBe(false);
+    const later = complete(complete(a, 0, WAIT_US), 10 * WAIT_US, WAIT_US);
+    expect(later.completed.version).toBe(0);
+    // Both contents are in the meet until the higher one completes.
+    expect(effectiveDocs(later).map(idKey)).toEqual([idKey(base.completed), idKey(lower), idKey(higher)]);
+  });
+  it("a document whose content does not match its digest is named", () => {
+    expect(verifyDoc(x)).toBeUndefined();
+    expect(verifyDoc({ ...x, policies: POL(30) })).toMatch(/v1@a: digest: .* does not match/);
   });
 });
 
@@ -119,7 +169,10 @@ function exchange(rs: RegionState[]): RegionState[] {
   return rs.map((r) => views.reduce<RegionState>((acc, v) => mergePeer(acc, v), r));
 }
 
-const V1: DocId = { version: 1, origin: "a" };
+const V1: DocId = idOf(
+  propose(seedState("a", REGIONS, POL(10)), POL(20), { proposalId: "p1", nowMs: 5 }).doc as PolicyDoc,
+);
+const SEED: DocId = seedId(POL(10));
 
 describe("proposals", () => {
   it("a proposal equal to the target is a no-op; another gets max known version + 1", () => {
@@ -132,7 +185,7 @@ describe("proposals", () => {
   });
   it("the effective docs are the completed one and every newer known one, ascending", () => {
     const rs = exchange(proposed());
-    expect(effectiveDocs(rs[2]!).map(idKey)).toEqual(["0/seed", "1/a"]);
+    expect(effectiveDocs(rs[2]!).map(short)).toEqual(["0/seed", "1/a"]);
     expect(phaseOf(rs[2]!)).toBe("rolling_out");
   });
 });
@@ -141,7 +194,7 @@ describe("ack rule", () => {
   it("acks only the target, only limiterStaleMs after a write that contained it", () => {
     const r = exchange(proposed())[1]!;
     expect(ack(r, null, 10_000, STALE_MS)).toBe(r);
-    expect(ack(r, { target: { version: 0, origin: "seed" }, atMs: 0 }, 10_000, STALE_MS)).toBe(r);
+    expect(ack(r, { target: SEED, atMs: 0 }, 10_000, STALE_MS)).toBe(r);
     expect(ack(r, { target: V1, atMs: 100 }, 1099, STALE_MS)).toBe(r);
     const acked = ack(r, { target: V1, atMs: 100 }, 1100, STALE_MS);
     expect(acked.shared.acked.get("b")).toEqual({ epoch: 0, id: V1 });
@@ -161,7 +214,7 @@ describe("completion rule", () => {
   it("never before every region acked", () => {
     let rs = ackAll(exchange(proposed()), ["c"]);
     for (const t of [0, WAIT_US, 10 * WAIT_US]) rs = rs.map((r) => complete(r, t, WAIT_US));
-    for (const r of rs) expect(r.completed).toEqual({ version: 0, origin: "seed" });
+    for (const r of rs) expect(r.completed).toEqual(SEED);
     expect(phaseOf(rs[0]!)).toBe("rolling_out");
   });
   it("not before allAckedAt + D + 2ε, then at it", () => {
@@ -174,7 +227,7 @@ describe("completion rule", () => {
     expect(a.completed.version).toBe(0);
     a = complete(a, 1_000_000 + WAIT_US, WAIT_US);
     expect(a.completed).toEqual(V1);
-    expect(effectiveDocs(a).map(idKey)).toEqual(["1/a"]);
+    expect(effectiveDocs(a).map(short)).toEqual(["1/a"]);
     expect(phaseOf(a)).toBe("stable");
   });
   it("a newer doc learned while waiting restarts the wait, and the superseded doc is never completed", () => {
@@ -189,9 +242,9 @@ describe("completion rule", () => {
     rs = [rs[0]!, b, c.state];
     rs = ackAll(exchange(rs));
     let done = complete(complete(rs[1]!, 2 * WAIT_US, WAIT_US), 3 * WAIT_US, WAIT_US);
-    expect(done.completed).toEqual({ version: 2, origin: "c" });
+    expect(done.completed).toMatchObject({ version: 2, origin: "c" });
     // v1 went from pending to superseded: pruned, never the completed one.
-    expect([...done.shared.docs.keys()]).toEqual(["2/c"]);
+    expect([...done.shared.docs.values()].map(short)).toEqual(["2/c"]);
     done = complete(done, 10 * WAIT_US, WAIT_US);
     expect(done.completed.version).toBe(2);
   });
@@ -204,7 +257,7 @@ describe("a region that lost everything", () => {
     u = heardFrom(u, "b", null);
     expect(resolveUnknown(u, seed)).toBeNull();
     u = heardFrom(u, "c", null);
-    expect(resolveUnknown(u, seed)?.completed).toEqual({ version: 0, origin: "seed" });
+    expect(resolveUnknown(u, seed)?.completed).toEqual(SEED);
   });
   it("adopts a known peer's docs and completed id only once every peer carries its new epoch", () => {
     let rs = ackAll(exchange(proposed()));
@@ -223,7 +276,7 @@ describe("a region that lost everything", () => {
     u = heardFrom(heardFrom(u, "b", peerView(bb)), "c", peerView(cc));
     const a = resolveUnknown(u, seed)!;
     expect(a.completed).toEqual(V1);
-    expect(effectiveDocs(a).map(idKey)).toEqual(["1/a", "2/b"]);
+    expect(effectiveDocs(a).map(short)).toEqual(["1/a", "2/b"]);
   });
   it("an old ack stops counting: no region completes on it", () => {
     // v1 everywhere acked; a loses everything before anyone completes.
@@ -263,7 +316,7 @@ describe("snapshot and peer-state codecs", () => {
       ok: false,
       error: expect.stringContaining("docs[0].version"),
     });
-    expect(bad({ target: { version: 3, origin: "a" } })).toMatchObject({
+    expect(bad({ target: { version: 3, origin: "a", digest: "0".repeat(32) } })).toMatchObject({
       ok: false,
       error: expect.stringContaining("target:"),
     });

@@ -1,27 +1,20 @@
 // `geoquota policy get | set | apply FILE | diff FILE | status` against any
 // region's admin API (docs/design.md §3.4): a change is proposed in one region
-// and rolled out to every region by gossip; `status --wait` follows it.
+// and rolled out to every region by gossip; `status --wait --version V` (and
+// `set`/`apply --wait`) follow one version until it arrived in every region.
 import { readJsonFile } from "@geoquota/config";
 import { UsageError } from "../errors.js";
 import { AdminError, adminCall, adminTarget } from "../policy/admin-client.js";
 import { diffPolicies, formatChanges } from "../policy/diff.js";
-
-interface VersionId {
-  readonly version: number;
-  readonly origin: string;
-}
-interface PolicyState {
-  readonly region: string;
-  readonly replicated: boolean;
-  readonly phase: string;
-  readonly target: VersionId | null;
-  readonly completed: VersionId | null;
-  readonly growAtUs: number | null;
-  readonly policies: Record<string, unknown> | null;
-  readonly regions: readonly { id: string; acked: VersionId | null }[];
-}
-
-const vid = (v: VersionId | null | undefined): string => (v ? `v${v.version}@${v.origin}` : "none");
+import {
+  editOutcome,
+  fullId,
+  type PolicyState,
+  parseVersion,
+  settledAt,
+  shortId as vid,
+  type VersionId,
+} from "../policy/versions.js";
 const out = (s: string) => process.stdout.write(s);
 
 function readPoliciesFile(file: string): Record<string, unknown> {
@@ -36,11 +29,20 @@ function printState(s: PolicyState): void {
   for (const r of s.regions) out(`  ${r.id}\tacked ${vid(r.acked)}\n`);
 }
 
-/** Every region acknowledged the target and this region completed it. */
-const settled = (s: PolicyState): boolean =>
-  s.phase === "stable" &&
-  s.target !== null &&
-  s.regions.every((r) => r.acked !== null && vid(r.acked) === vid(s.target));
+/** Polls until `want` (default: the region's own target) arrived everywhere, or the deadline. */
+async function waitFor(
+  getState: () => Promise<PolicyState>,
+  waitMs: number,
+  want: VersionId | undefined,
+): Promise<{ state: PolicyState; settled: boolean }> {
+  let s = await getState();
+  const deadline = Date.now() + waitMs;
+  while (!settledAt(s, want) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 200));
+    s = await getState();
+  }
+  return { state: s, settled: settledAt(s, want) };
+}
 
 export async function run(opts: Record<string, unknown>): Promise<number> {
   const target = adminTarget(opts);
@@ -52,26 +54,25 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
         const s = await getState();
         if (json) out(`${JSON.stringify(s)}\n`);
         else {
-          out(`# ${vid(s.target)} (${s.phase})\n`);
+          // The full id: what `apply --base` and `status --version` take.
+          out(`# ${s.target === null ? "none" : fullId(s.target)} (${s.phase})\n`);
           out(`${JSON.stringify(s.policies, null, 2)}\n`);
         }
         return 0;
       }
       case "status": {
         const waitMs = opts.wait as number | undefined;
-        let s = await getState();
-        if (waitMs !== undefined) {
-          const deadline = Date.now() + waitMs;
-          while (!settled(s) && Date.now() < deadline) {
-            await new Promise((r) => setTimeout(r, 200));
-            s = await getState();
-          }
-        }
+        const want = opts.version === undefined ? undefined : parseVersion("--version", String(opts.version));
+        if (want !== undefined && waitMs === undefined) throw new UsageError("--version goes with --wait");
+        const { state: s, settled } =
+          waitMs === undefined
+            ? { state: await getState(), settled: true }
+            : await waitFor(getState, waitMs, want);
         if (json) out(`${JSON.stringify(s)}\n`);
         else printState(s);
-        if (waitMs !== undefined && !settled(s)) {
+        if (!settled) {
           process.stderr.write(
-            `geoquota: the rollout of ${vid(s.target)} did not settle within ${waitMs} ms\n`,
+            `geoquota: ${vid(want ?? s.target)} did not arrive in every region within ${waitMs} ms\n`,
           );
           return 1;
         }
@@ -79,21 +80,59 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
       }
       case "apply":
       case "set": {
+        const base = opts.base === undefined ? undefined : parseVersion("--base", String(opts.base));
         const r =
           opts.action === "apply"
-            ? await adminCall(target, "PUT", "/v1/policy", readPoliciesFile(String(opts.file)))
+            ? await adminCall(
+                target,
+                "PUT",
+                "/v1/policy",
+                readPoliciesFile(String(opts.file)),
+                base === undefined ? {} : { "if-match": `"${fullId(base)}"` },
+              )
             : await adminCall(
                 target,
                 "PUT",
                 `/v1/policies/${encodeURIComponent(String(opts.tenant))}/${encodeURIComponent(String(opts.resource))}`,
                 parseSpec(String(opts.spec)),
               );
-        const b = r.body as { unchanged?: boolean; proposalId?: string; state?: PolicyState };
-        if (json) out(`${JSON.stringify(b)}\n`);
-        else if (b.unchanged) out(`no change: the cluster already runs ${vid(b.state?.target)}\n`);
-        else if (b.state?.target)
-          out(`proposed ${vid(b.state.target)}; follow it with: geoquota policy status --wait 30s\n`);
-        else out(`proposal ${b.proposalId ?? "?"} queued for the gossip daemon\n`);
+        const b = r.body as {
+          unchanged?: boolean;
+          proposalId?: string;
+          proposed?: VersionId;
+          state?: PolicyState;
+        };
+        const waitMs = opts.wait as number | undefined;
+        if (b.unchanged || waitMs === undefined || b.proposed === undefined) {
+          if (json) out(`${JSON.stringify(b)}\n`);
+          else if (b.unchanged) out(`no change: the cluster already runs ${vid(b.state?.target)}\n`);
+          else if (b.proposed)
+            out(
+              `proposed ${vid(b.proposed)}; follow it with: geoquota policy status --wait 30s --version ${fullId(b.proposed)}\n`,
+            );
+          else out(`proposal ${b.proposalId ?? "?"} queued for the gossip daemon\n`);
+          return 0;
+        }
+        const { state, settled } = await waitFor(getState, waitMs, b.proposed);
+        // A concurrent edit of the same entry elsewhere may have won (issue 22): say so.
+        const outcome =
+          opts.action === "set"
+            ? editOutcome(state, String(opts.tenant), String(opts.resource), b.proposalId ?? "")
+            : undefined;
+        if (json) out(`${JSON.stringify({ ...b, settled, outcome: outcome ?? null, state })}\n`);
+        else if (settled) out(`${vid(b.proposed)} arrived in every region\n`);
+        if (!settled) {
+          process.stderr.write(
+            `geoquota: ${vid(b.proposed)} did not arrive in every region within ${waitMs} ms\n`,
+          );
+          return 1;
+        }
+        if (outcome !== undefined && outcome !== "kept") {
+          process.stderr.write(
+            `geoquota: superseded: a concurrent edit of ${String(opts.tenant)}/${String(opts.resource)} (v${outcome.v}@${outcome.o}, proposal ${outcome.p}) won; the entry holds its value\n`,
+          );
+          return 1;
+        }
         return 0;
       }
       case "diff": {

@@ -52,12 +52,14 @@ export async function adminCall(
   method: "GET" | "PUT",
   path: string,
   body?: unknown,
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; body: Record<string, unknown> }> {
   let res: Response;
   try {
     res = await fetch(`${target.url}${path}`, {
       method,
       headers: {
+        ...headers,
         authorization: `Bearer ${target.token}`,
         ...(body !== undefined ? { "content-type": "application/json" } : {}),
       },

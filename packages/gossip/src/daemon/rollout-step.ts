@@ -3,9 +3,19 @@
 // TIME), and writes the region's policy snapshot when it changed or when
 // Redis lost it; frames from peers are merged as they arrive. The daemon's
 // own policy resolver enforces the meet of `effectiveSets()`.
+//
+// What leaves the region (issue 21, the loans' rule): peers are sent the state
+// of the last snapshot write that was durable, never the state in memory. A
+// proposal or an ack whose write was not durable may vanish in a failover
+// (the promoted replica holds an older snapshot, the restarted daemon reads
+// it); had it been sent, peers would count an ack this region no longer
+// honours, and the next proposal would reuse its number.
 import {
   ack,
+  adopt,
+  applyEdit,
   complete,
+  type Edit,
   type Decoded,
   type DocId,
   effectiveDocs,
@@ -20,17 +30,20 @@ import {
   peerView,
   phaseOf,
   propose,
+  proposeMerge,
   type RegionState,
   resolveUnknown,
   sameId,
   seedDoc,
   snapshotOf,
   stateFromSnapshot,
+  targetDoc,
   targetOf,
   type UnknownState,
   unknownState,
   unknownView,
   decodeSnapshot,
+  verifyDoc,
 } from "@geoquota/rollout";
 import { type PolicySet, resolveEffective } from "@geoquota/config";
 import { decodeRolloutFrame, encodeRolloutFrame } from "./rollout-frame.js";
@@ -83,6 +96,8 @@ const PROPOSALS_PER_ROUND = 16;
 export class RolloutStep {
   private st: St = { kind: "starting" };
   private applied: { target: DocId; atMs: number } | null = null;
+  /** The state of the last durable snapshot write: what peers are sent (null: none yet). */
+  private shipped: RegionState | null = null;
   private lastRaw: string | null = null;
   private lastContent: string | null = null;
   private seq = 0;
@@ -109,6 +124,10 @@ export class RolloutStep {
     const k = idKey(d);
     let set = this.parsed.get(k);
     if (set === undefined) {
+      // A doc met for the first time (the cache is keyed by the whole id):
+      // its content must be what its id names.
+      const wrong = verifyDoc(d);
+      if (wrong !== undefined) throw new Error(wrong);
       set = this.o.parse(d.policies, `policy ${formatId(d)}`);
       this.parsed.set(k, set);
     }
@@ -164,16 +183,21 @@ export class RolloutStep {
     return this.st.kind === "known" ? this.sets?.sets : undefined;
   }
 
-  /** The state peers are sent (null while unknown with nothing adopted). */
-  outgoing(): PeerState | null {
-    if (this.st.kind === "known") return peerView(this.st.r);
+  /**
+   * The state peers are sent: known, the state of the last durable snapshot
+   * write (undefined before the first: send nothing, since null would tell an
+   * unknown peer that this region is unknown too); unknown, null or the join
+   * adopted so far (held in memory only: a restart starts a newer epoch).
+   */
+  outgoing(): PeerState | null | undefined {
+    if (this.st.kind === "known") return this.shipped === null ? undefined : peerView(this.shipped);
     if (this.st.kind === "unknown") return unknownView(this.st.u);
-    return null;
+    return undefined;
   }
 
   outgoingFrame(): Uint8Array | undefined {
-    if (this.st.kind === "starting") return undefined;
-    return encodeRolloutFrame(this.o.region, this.outgoing());
+    const state = this.outgoing();
+    return state === undefined ? undefined : encodeRolloutFrame(this.o.region, state);
   }
 
   /**
@@ -249,7 +273,10 @@ export class RolloutStep {
         this.lastRaw = raw;
         // Limiters may have read it already; counting from now is conservative.
         this.applied = { target: targetOf(s.value), atMs: this.o.now() };
-        this.lastContent = encodeSnapshot(snapshotOf(s.value, 0, this.growWaitUs(s.value)));
+        // Not lastContent: the snapshot found may be one whose write was not
+        // durable. The first round writes it again, and peers hear of it only
+        // once that write is durable.
+        this.lastContent = null;
         this.setKnown(s.value);
         return;
       }
@@ -267,6 +294,7 @@ export class RolloutStep {
     if (this.st.kind === "unknown") this.tryResolve();
     if (this.st.kind !== "known") return;
     await this.takeProposals();
+    this.mergeConcurrent();
     const nowUs = await this.port.timeUs();
     let r = (this.st as { r: RegionState }).r;
     r = ack(r, this.applied, this.o.now(), this.o.limiterStaleMs);
@@ -282,25 +310,55 @@ export class RolloutStep {
         this.log("warn", "policy_proposal_refused", { error: p.error });
         continue;
       }
+      if (this.st.kind !== "known") return;
+      const { proposalId, entry } = p.value;
+      const edit: Edit =
+        entry === undefined
+          ? { kind: "doc", policies: p.value.policies }
+          : { kind: "entry", tenant: entry.tenant, resource: entry.resource, spec: entry.spec };
+      // An entry edit lands on the newest known document (issue 22), so it
+      // is validated as the document it makes here.
+      const next = applyEdit(targetDoc(this.st.r), edit);
       try {
-        this.o.parse(p.value.policies, `proposal ${p.value.proposalId}`);
+        this.o.parse(next, `proposal ${proposalId}`);
       } catch (err) {
-        this.log("warn", "policy_proposal_refused", {
-          proposalId: p.value.proposalId,
-          error: (err as Error).message,
-        });
+        this.log("warn", "policy_proposal_refused", { proposalId, error: (err as Error).message });
         continue;
       }
-      if (this.st.kind !== "known") return;
-      const out = propose(this.st.r, p.value.policies, { proposalId: p.value.proposalId, nowMs: p.value.at });
+      const out = propose(this.st.r, next, { proposalId, nowMs: p.value.at, edit });
       if (out.doc === null) {
-        this.log("info", "policy_proposal_unchanged", { proposalId: p.value.proposalId });
+        this.log("info", "policy_proposal_unchanged", { proposalId });
         continue;
       }
       this.parseDoc(out.doc);
       this.setKnown(out.state);
-      this.log("info", "policy_proposed", { proposalId: p.value.proposalId, version: out.doc.version });
+      this.log("info", "policy_proposed", { proposalId, version: out.doc.version });
     }
+  }
+
+  /**
+   * A concurrent edit made elsewhere that the target lacks: propose the merge
+   * (each part from its highest stamp) on top, so that no edit is lost. A
+   * merge that is no valid policies file keeps the target's content (the
+   * lower edits lost, logged naming them).
+   */
+  private mergeConcurrent(): void {
+    if (this.st.kind !== "known") return;
+    const m = proposeMerge(this.st.r, Date.now());
+    if (m === null) return;
+    let doc = m.merged;
+    try {
+      this.parseDoc(doc);
+    } catch (err) {
+      this.log("error", "policy_edit_lost", {
+        error: (err as Error).message,
+        lost: m.lost.map((d) => formatId(d)),
+      });
+      doc = m.fallback;
+      this.parseDoc(doc);
+    }
+    this.setKnown(adopt(this.st.r, doc));
+    this.log("info", "policy_merged", { version: doc.version, of: m.lost.map((d) => formatId(d)) });
   }
 
   private async writeIfNeeded(): Promise<void> {
@@ -314,8 +372,9 @@ export class RolloutStep {
     const raw = encodeSnapshot(snapshotOf(r, this.seq, this.growWaitUs(r)));
     const durable = await this.port.writeSnapshot(raw);
     this.lastRaw = raw;
-    if (!durable) return; // retried next round; no ack counts from it
+    if (!durable) return; // retried next round; no ack counts from it, nothing of it is sent
     this.lastContent = content;
+    this.shipped = r;
     const target = targetOf(r);
     if (this.applied === null || !sameId(this.applied.target, target))
       this.applied = { target, atMs: this.o.now() };
