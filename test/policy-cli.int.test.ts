@@ -95,7 +95,18 @@ describe("geoquota policy against a real cluster", () => {
     expect(target.version).toBe(1);
 
     // Any region answers for the cluster: status through the other region, with its config file.
-    const status = await cli(["status", "--wait", "30s", "--config", cluster.regions[1]!.configPath]);
+    // Asked for the applied version: without --version, the other region's own
+    // target may still be the older one when it is asked.
+    const applied = `v${target.version}@${target.origin}#${target.digest}`;
+    const status = await cli([
+      "status",
+      "--wait",
+      "30s",
+      "--version",
+      applied,
+      "--config",
+      cluster.regions[1]!.configPath,
+    ]);
     expect(status.code, status.out + status.err).toBe(0);
     expect(status.out).toContain(
       `target v1@${target.origin}#${target.digest.slice(0, 8)}, completed here v1@${target.origin}#${target.digest.slice(0, 8)}, phase stable`,
@@ -161,7 +172,24 @@ describe("geoquota policy against a real cluster", () => {
       capacity: 7,
       refillPerSecond: 1,
     });
-  }, 120_000);
+
+    // `policy delete` through another region: the entry is gone in every region's
+    // document once the version arrived; deleting it again names the missing entry.
+    const other = ["--config", cluster.regions[1]!.configPath];
+    const del = await cli(["delete", "cust_wait", "api", "--wait", "30s", ...other]);
+    expect(del.code, del.out + del.err).toBe(0);
+    expect(del.out).toMatch(/arrived in every region/);
+    for (const r of cluster.regions) {
+      const doc = (await fetch(`${r.url}/v1/policy`, { headers: { authorization: `Bearer ${TOKEN}` } }).then(
+        (x) => x.json(),
+      )) as { policies: { policies: { tenant: string; resource: string }[] } };
+      expect(doc.policies.policies.some((e) => e.tenant === "cust_wait" && e.resource === "api")).toBe(false);
+      expect(doc.policies.policies.some((e) => e.tenant === "cust_new" && e.resource === "api")).toBe(true);
+    }
+    const again = await cli(["delete", "cust_wait", "api", ...other]);
+    expect(again.code, again.out + again.err).not.toBe(0);
+    expect(again.err).toMatch(/404 no policy entry cust_wait\/api/);
+  }, 150_000);
 
   it("SIGHUP makes a gossip daemon propose its edited policies file; every region rolls it out", async () => {
     const before = (await await fetch(`${cluster.regions[1]!.url}/v1/policy`, {

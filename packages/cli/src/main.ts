@@ -1,10 +1,15 @@
 // `geoquota` command line. Each subcommand lives in commands/; this file only
 // wires them and maps errors to exit codes (2: bad flag or config).
 import { CONFIG_ERROR_CODE } from "@geoquota/config";
-import { buildProgram } from "./program.js";
+import { buildProgram, cliVersion } from "./program.js";
 import { guardStdout } from "./stdout.js";
 
 guardStdout();
+const args = process.argv.slice(2);
+if (args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
+  process.stdout.write(`${cliVersion()}\n`);
+  process.exit(0);
+}
 const program = buildProgram();
 try {
   await program.parseAsync(process.argv);

@@ -13,7 +13,7 @@ function action(load: Lazy) {
 }
 
 /** The CLI package's version (its package.json sits one folder up from src/ and from dist/). */
-function cliVersion(): string {
+export function cliVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
     version?: unknown;
   };
@@ -38,7 +38,10 @@ async function devOnly(pkg: string, command: string): Promise<void> {
 export function buildProgram(): Command {
   const program = new Command("geoquota")
     .description("Multi-region quota coordinator: one global limit, enforced locally in every region")
-    .version(cliVersion(), "-V, --version", "print the version of geoquota")
+    // Not commander's .version(): a program option is recognised after a
+    // subcommand too, and would swallow `policy status --version <v>`.
+    // main.ts answers `geoquota --version` / `-V` given alone.
+    .addHelpText("after", "\nGlobal:\n  -V, --version  print the version of geoquota (given alone)")
     .showHelpAfterError()
     .exitOverride((err: CommanderError) => {
       if (
@@ -186,6 +189,13 @@ export function buildProgram(): Command {
     )
     .addOption(waitOption())
     .action(policyAction("set", ["tenant", "resource", "spec"]));
+  policy
+    .command("delete <tenant> <resource>")
+    .description(
+      "propose removing one entry (tenant '*': the resource's default); its keys fall back to the resource's default, then the global one",
+    )
+    .addOption(waitOption())
+    .action(policyAction("delete", ["tenant", "resource"]));
   policy
     .command("import <files...>")
     .description(

@@ -24,6 +24,10 @@ export const ERRORS = {
   GQ_ERR_RECEIPT_WRONG_KEY: { statusCode: 403, message: "receipt: issued for another tenant/resource" },
   GQ_ERR_DENY_LISTED: { statusCode: 403, message: "the key is on the policies' deny list" },
   GQ_ERR_NOT_FOUND: { statusCode: 404, message: "no such route" },
+  GQ_ERR_POLICY_ENTRY_NOT_FOUND: {
+    statusCode: 404,
+    message: "the newest policies document has no entry for that tenant/resource",
+  },
   GQ_ERR_METHOD_NOT_ALLOWED: { statusCode: 405, message: "the route exists, not with this method" },
   GQ_ERR_RECEIPT_USED: { statusCode: 409, message: "receipt: already refunded" },
   GQ_ERR_RECEIPT_EXPIRED: {

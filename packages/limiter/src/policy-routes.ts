@@ -3,6 +3,7 @@
 //   PUT /v1/policy                     propose a whole policies document (If-Match: the version
 //                                      it was based on, 412 when stale)
 //   PUT /v1/policies/:tenant/:resource propose one entry, merged with concurrent edits of others
+//   DELETE /v1/policies/:tenant/:resource  propose removing one entry (the same merge)
 // Replicated: the region's gossip daemon numbers the proposal and rolls it out
 // (202 once numbered); static (one region): applied here at once (200).
 import { parsePolicySpec } from "@geoquota/config";
@@ -105,6 +106,44 @@ export function registerPolicyRoutes(
       req.log.info({ event: "policy_changed", tenant, resource, spec: spec.spec }, "policy changed");
       reply.code(r.unchanged || !r.state.replicated ? 200 : 202);
       return { tenant, resource, ...spec.spec, ...r };
+    },
+  );
+
+  const deleteOne: RouteDoc = {
+    summary:
+      "Propose removing one policy entry (tenant `*`: the resource's default); the key falls back to the resource's default, then the global default",
+    tags: ["admin"],
+    admin: true,
+    responses: {
+      ...proposed,
+      404: { description: "no such entry in the newest document", schema: ErrorSchema },
+    },
+  };
+  app.delete<{ Params: { tenant: string; resource: string } }>(
+    "/v1/policies/:tenant/:resource",
+    { preHandler: requireAdmin, config: { openapi: deleteOne } },
+    async (req, reply) => {
+      const { tenant, resource } = req.params;
+      if (tenant !== "*") validateKeyPart("tenant", tenant, deps.keyMaxLength);
+      validateKeyPart("resource", resource, deps.keyMaxLength);
+      const doc = admin.state().policies as { policies?: { tenant?: unknown; resource?: unknown }[] } | null;
+      const present = (doc?.policies ?? []).some((p) => p.tenant === tenant && p.resource === resource);
+      if (doc !== null && !present) {
+        throw new LimiterError(
+          "GQ_ERR_POLICY_ENTRY_NOT_FOUND",
+          `no policy entry ${tenant}/${resource} in the newest document`,
+          {
+            field: "entry",
+          },
+        );
+      }
+      // Removed through the same per-entry merge as an edit: concurrent edits of
+      // other entries survive; a concurrent edit of this entry resolves to the
+      // highest stamp (issue 22).
+      const r = await admin.proposeEntry(tenant, resource, null);
+      req.log.info({ event: "policy_deleted", tenant, resource }, "policy entry removed");
+      reply.code(r.unchanged || !r.state.replicated ? 200 : 202);
+      return { tenant, resource, deleted: true, ...r };
     },
   );
 }

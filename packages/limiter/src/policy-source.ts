@@ -73,8 +73,16 @@ export interface PolicyAdmin {
    * target is another.
    */
   propose(policies: unknown, options?: { ifMatch?: string }): Promise<ProposeResult>;
-  /** Proposes one entry (tenant `*`: the resource's default) on top of the newest document. */
-  proposeEntry(tenant: string, resource: string, spec: Record<string, unknown>): Promise<ProposeResult>;
+  /**
+   * Proposes one entry (tenant `*`: the resource's default) on top of the
+   * newest document; `spec` null removes the entry (the key falls back to the
+   * resource's default or the global one).
+   */
+  proposeEntry(
+    tenant: string,
+    resource: string,
+    spec: Record<string, unknown> | null,
+  ): Promise<ProposeResult>;
   stop(): void;
 }
 
@@ -110,16 +118,19 @@ function checkIfMatch(ifMatch: string | undefined, current: VersionId | null): v
   );
 }
 
-/** A policies document with the (tenant, resource) entry replaced (or added; tenant `*` = the resource's default). */
+/**
+ * A policies document with the (tenant, resource) entry replaced (or added;
+ * tenant `*` = the resource's default), or removed when `spec` is null.
+ */
 export function withEntry(
   doc: unknown,
   tenant: string,
   resource: string,
-  spec: Record<string, unknown>,
+  spec: Record<string, unknown> | null,
 ): unknown {
   const d = doc as { policies?: Record<string, unknown>[] };
   const list = (d.policies ?? []).filter((p) => !(p.tenant === tenant && p.resource === resource));
-  return { ...(doc as object), policies: [...list, { tenant, resource, ...spec }] };
+  return { ...(doc as object), policies: spec === null ? list : [...list, { tenant, resource, ...spec }] };
 }
 
 /** The limiter's side of it. */
@@ -165,7 +176,7 @@ export interface ReplicatedDeps {
   push(
     proposal: { proposalId: string; at: number } & (
       | { policies: unknown }
-      | { entry: { tenant: string; resource: string; spec: Record<string, unknown> } }
+      | { entry: { tenant: string; resource: string; spec: Record<string, unknown> | null } }
     ),
   ): Promise<void>;
   readonly target: PolicyTarget;
@@ -284,7 +295,7 @@ export class ReplicatedPolicies implements PolicyAdmin {
   async proposeEntry(
     tenant: string,
     resource: string,
-    spec: Record<string, unknown>,
+    spec: Record<string, unknown> | null,
   ): Promise<ProposeResult> {
     const current = this.state();
     if (current.policies === null || typeof current.policies !== "object") {
@@ -300,15 +311,18 @@ export class ReplicatedPolicies implements PolicyAdmin {
     const list = ((current.policies as { policies?: Record<string, unknown>[] }).policies ?? []).find(
       (p) => p.tenant === tenant && p.resource === resource,
     );
-    if (list !== undefined && canonical(list) === canonical({ tenant, resource, ...spec }))
-      return { unchanged: true, state: current };
+    const same =
+      spec === null
+        ? list === undefined
+        : list !== undefined && canonical(list) === canonical({ tenant, resource, ...spec });
+    if (same) return { unchanged: true, state: current };
     return this.send({ entry: { tenant, resource, spec } });
   }
 
   private async send(
     what:
       | { policies: unknown }
-      | { entry: { tenant: string; resource: string; spec: Record<string, unknown> } },
+      | { entry: { tenant: string; resource: string; spec: Record<string, unknown> | null } },
   ): Promise<ProposeResult> {
     const proposalId = randomUUID();
     await this.deps.push({ proposalId, ...what, at: Date.now() });
@@ -408,7 +422,7 @@ export class StaticPolicies implements PolicyAdmin {
   async proposeEntry(
     tenant: string,
     resource: string,
-    spec: Record<string, unknown>,
+    spec: Record<string, unknown> | null,
   ): Promise<ProposeResult> {
     return this.propose(withEntry(this.policies, tenant, resource, spec));
   }

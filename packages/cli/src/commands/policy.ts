@@ -79,7 +79,8 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
         return 0;
       }
       case "apply":
-      case "set": {
+      case "set":
+      case "delete": {
         const base = opts.base === undefined ? undefined : parseVersion("--base", String(opts.base));
         const r =
           opts.action === "apply"
@@ -92,9 +93,9 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
               )
             : await adminCall(
                 target,
-                "PUT",
+                opts.action === "set" ? "PUT" : "DELETE",
                 `/v1/policies/${encodeURIComponent(String(opts.tenant))}/${encodeURIComponent(String(opts.resource))}`,
-                parseSpec(String(opts.spec)),
+                opts.action === "set" ? parseSpec(String(opts.spec)) : undefined,
               );
         const b = r.body as {
           unchanged?: boolean;
@@ -116,7 +117,7 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
         const { state, settled } = await waitFor(getState, waitMs, b.proposed);
         // A concurrent edit of the same entry elsewhere may have won (issue 22): say so.
         const outcome =
-          opts.action === "set"
+          opts.action === "set" || opts.action === "delete"
             ? editOutcome(state, String(opts.tenant), String(opts.resource), b.proposalId ?? "")
             : undefined;
         if (json) out(`${JSON.stringify({ ...b, settled, outcome: outcome ?? null, state })}\n`);

@@ -49,7 +49,7 @@ export class AdminError extends Error {
 
 export async function adminCall(
   target: AdminTarget,
-  method: "GET" | "PUT",
+  method: "GET" | "PUT" | "DELETE",
   path: string,
   body?: unknown,
   headers: Record<string, string> = {},
