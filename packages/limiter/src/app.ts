@@ -159,12 +159,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   let limiterRef: Limiter | undefined;
   let events: ThrottledEvents | undefined;
   const metrics = createMetrics(registry, {
-    resourceLabel: (r) =>
-      limiterRef !== undefined && configuredResources(limiterRef.policies).has(r) ? r : OTHER_RESOURCE,
+    // The newest set without throwing: a check denied before the first set
+    // (policy_unknown) is counted too.
+    resourceLabel: (r) => {
+      const p = limiterRef?.newestPolicies;
+      return p !== undefined && configuredResources(p).has(r) ? r : OTHER_RESOURCE;
+    },
     // A removed policy's series go at the next scrape (the labels stay bounded by the config).
     isLive: (keyClass, resource) => {
-      if (limiterRef === undefined) return true;
-      const p = limiterRef.policies;
+      const p = limiterRef?.newestPolicies;
+      if (p === undefined) return true;
       if (resource === OTHER_RESOURCE) return keyClass === "default";
       if (!configuredResources(p).has(resource)) return false;
       return keyClass === "default" || p.entries.has(quotaKey(keyClass, resource));

@@ -207,6 +207,11 @@ export class Limiter {
     return this.config.region;
   }
 
+  /** The newest policy set, or undefined before the first (metrics labels; never throws). */
+  get newestPolicies(): PolicySet | undefined {
+    return this.policySets[this.policySets.length - 1];
+  }
+
   /** The newest policy set (GQ_ERR_POLICY_UNKNOWN before the first). */
   get policies(): PolicySet {
     const newest = this.policySets[this.policySets.length - 1];
@@ -285,7 +290,9 @@ export class Limiter {
   }
 
   private keyClass(tenant: string, resource: string): string {
-    return this.policies.entries.has(quotaKey(tenant, resource)) ? tenant : "default";
+    // Not `this.policies`: it throws before the first set, and a check denied
+    // as policy_unknown is counted too.
+    return this.newestPolicies?.entries.has(quotaKey(tenant, resource)) ? tenant : "default";
   }
 
   private slice(policy: KeyPolicy): { cap: number; rate: number } {
