@@ -309,7 +309,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const body = req.body as SingleCheck | CompoundCheck;
       if ("limits" in body) {
         const c = body;
-        const r = await limiter.checkCompound(c.limits);
+        // Cost 0 = check only: charges nothing, needs one unit left.
+        const r = await limiter.checkCompound(c.limits.map((l) => (l.cost === 0 ? { ...l, need: 1 } : l)));
         // Headers follow the binding limit: the failed one, else the one with least remaining
         // among those the store decided (an allow-listed limit binds only if all are).
         const limited = r.parts.flatMap((p, i) => (p.reason === "allow_list" ? [] : [i]));

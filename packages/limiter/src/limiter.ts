@@ -400,6 +400,9 @@ export class Limiter {
   }
 
   async check(tenant: string, resource: string, cost = 1): Promise<CheckResult> {
+    // Check only (issue 22, as the RLS's hits_addend 0): counts nothing and is
+    // allowed while one unit is left; one check-only item of the compound script.
+    if (cost === 0) return (await this.checkCompound([{ tenant, resource, cost: 0, need: 1 }])).parts[0]!;
     const started = monotonicNow();
     const { policy, resolved } = this.keyState(tenant, resource);
     if (resolved === undefined) return this.record(this.unknownPolicy(policy, cost), started);
@@ -498,7 +501,9 @@ export class Limiter {
           const p = d.parts[j]!;
           const it = items[i]!;
           const r = this.fromDecision(policies[i]!, p);
-          const part = d.allowed ? this.withReceipt(r, it.tenant, it.resource, it.cost, p.nowUs) : r;
+          // A check-only part (cost 0) admitted nothing: no receipt to refund.
+          const part =
+            d.allowed && it.cost > 0 ? this.withReceipt(r, it.tenant, it.resource, it.cost, p.nowUs) : r;
           parts[i] = resolved[i]!.shadow ? this.shadowed(part) : part;
         });
         const result = { allowed: d.allowed, failedIndex: failed ?? -1, parts: parts as CheckResult[] };

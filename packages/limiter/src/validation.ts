@@ -10,11 +10,18 @@ import { RECEIPT_CHARS_MAX } from "./receipts.js";
 export const COST_MAX = 1e9;
 export const COMPOUND_LIMITS_MAX = 16;
 
-const cost = z
+const positiveCost = z
   .number({ error: "expected a finite number > 0" })
   .refine(
     (n) => Number.isFinite(n) && n > 0 && n <= COST_MAX,
     `expected a finite number > 0 and ≤ ${COST_MAX}`,
+  );
+// A check's cost may be 0: check only (counts nothing; allowed while one unit is left).
+const checkCost = z
+  .number({ error: "expected a finite number ≥ 0" })
+  .refine(
+    (n) => Number.isFinite(n) && n >= 0 && n <= COST_MAX,
+    `expected a finite number ≥ 0 and ≤ ${COST_MAX}`,
   );
 // Key length is checked by Limiter.resolve (GQ_ERR_KEY_TOO_LONG); any characters are
 // accepted (stored hashed when outside [A-Za-z0-9_.-]).
@@ -27,7 +34,9 @@ export const SingleCheckSchema = z
   .strictObject({
     tenant: keyPart,
     resource: keyPart,
-    cost: cost.default(1).meta({ description: `> 0 and ≤ ${COST_MAX}; fractions allowed` }),
+    cost: checkCost.default(1).meta({
+      description: `≥ 0 and ≤ ${COST_MAX}; fractions allowed; 0 = check only: counts nothing, allowed while one unit is left`,
+    }),
   })
   .meta({ id: "SingleCheck" });
 export const CompoundCheckSchema = z
@@ -56,7 +65,7 @@ export const RefundSchema = z.strictObject({
     .string({ error: "expected the refundReceipt string of an allowed check" })
     .min(1, "expected the refundReceipt string of an allowed check")
     .max(RECEIPT_CHARS_MAX, `expected at most ${RECEIPT_CHARS_MAX} characters`),
-  cost: cost.optional(),
+  cost: positiveCost.optional(),
 });
 
 export type SingleCheck = z.output<typeof SingleCheckSchema>;
