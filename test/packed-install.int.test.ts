@@ -33,6 +33,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const packages = readdirSync(join(root, "packages")).sort();
 
+/** The root package.json's exact devDependency pin of `name` (what the bootstrap put in the store). */
+function rootDevPin(name: string): string {
+  const root = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+    devDependencies: Record<string, string>;
+  };
+  const v = root.devDependencies[name];
+  if (v === undefined) throw new Error(`root package.json has no devDependency ${name}`);
+  return v;
+}
+
 function run(cmd: string, args: string[], cwd: string): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(cmd, args, { cwd, timeout: 300_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
@@ -111,7 +121,11 @@ describe("packed tarballs install into an empty directory and work", () => {
     const overrides = packages.map((p) => `  "@geoquota/${p}": "${tarball(p)}"`).join("\n");
     writeFileSync(
       join(consumer, "pnpm-workspace.yaml"),
-      `overrides:\n${overrides}\n  light-my-request: 6.6.0\n`,
+      // @types/node: a transitive "*"/">=" range (protobufjs) would pick the registry's
+      // newest, which the store lacks offline; the workspace's own pin is in it.
+      `overrides:\n${overrides}\n  light-my-request: 6.6.0\n  "@types/node": ${rootDevPin("@types/node")}\n` +
+        // As the workspace: protobufjs (the RLS's gRPC) has a postinstall it does not need.
+        "allowBuilds:\n  protobufjs: false\n",
     );
     // --offline: every third-party package is already in pnpm's store (the
     // bootstrap installed the workspace), so the test needs no network.
