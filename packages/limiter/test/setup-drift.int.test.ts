@@ -120,6 +120,24 @@ async function driftSeen(svc: RegionService, setting: string): Promise<boolean> 
 }
 
 describe("Redis settings checked continuously (DESIGN §4)", () => {
+  it("an extra replica, synced and acknowledging: the region fails closed while it drifts, and reopens", async () => {
+    // The certificate alone would now pass (every connected replica acks): the
+    // refusal is the drift rule itself (fail closed until the setting is fixed).
+    const { primary } = await startPrimaryWithReplica(started);
+    const svc = await service(primary.url, 1);
+    const admissions: Admission[] = [];
+    expect(await checks(svc, "extra_t", 1, admissions)).toBe(1);
+    const extra = await startReplica(primary);
+    started.push(extra);
+    expect(await driftSeen(svc, "replicas")).toBe(true);
+    expect(await checks(svc, "extra_t", 5, admissions)).toBe(0);
+    await extra.stop();
+    const deadline = Date.now() + 20 * CHECK_MS;
+    while (Date.now() < deadline && (await metric(svc, series(DRIFT, "replicas"))) !== 0)
+      await sleep(CHECK_MS / 2);
+    expect(await checks(svc, "extra_t", 1, admissions)).toBe(1);
+  });
+
   it("a replica attached after start that lags: promoted, it forgets nothing that was admitted", async () => {
     const { primary } = await startPrimaryWithReplica(started);
     const svc = await service(primary.url, 1);
