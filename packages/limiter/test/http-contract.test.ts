@@ -154,6 +154,7 @@ describe("keys with any characters", () => {
 describe("GET /openapi.json", () => {
   /** The service's routes, as a user sees them (the document must list exactly these). */
   const ROUTES = [
+    "DELETE /v1/policies/{tenant}/{resource}",
     "GET /healthz",
     "GET /metrics",
     "GET /openapi.json",

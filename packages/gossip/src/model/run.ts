@@ -535,13 +535,18 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     };
   };
 
+  /** Set at the heal (durationUs): the faults that are draws per event stop then. */
+  let faultsHealed = false;
   const waitFor = (node: Node, life: number) => (): Promise<boolean> => {
     if (node.life !== life) return new Promise<boolean>(() => {});
     const stalled = clock.nowUs() < node.stalledUntilUs;
     // DESIGN §4: durable means acknowledged by every replica connected when
     // the WAIT answers; a late replica that lags never acknowledges.
     const lateLags = node.redis.lateReplicaLags() && opts.bugs.lateReplicaUncovered !== true;
-    const unlucky = redisRng.chance(opts.faults.waitFailRate);
+    // Random WAIT failures are a fault: they stop at the heal, like stalls (the
+    // draw is kept so the streams stay as they were). After the heal a region's
+    // rollout state must get out, and it leaves only from a durable snapshot write.
+    const unlucky = redisRng.chance(opts.faults.waitFailRate) && !faultsHealed;
     let timeout = stalled || lateLags || unlucky;
     // Its caller's write was just answered: it is on the primary of now.
     const writeReplid = node.redis.replid;
@@ -1148,6 +1153,7 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
 
   clock.at(opts.durationUs, () => {
     demandOn = false;
+    faultsHealed = true;
     net.heal();
     net.setDefaultLink({ dropRate: 0, duplicateRate: 0 });
     for (const node of nodes) {
