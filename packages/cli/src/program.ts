@@ -190,6 +190,24 @@ export function buildProgram(): Command {
     .addOption(waitOption())
     .action(policyAction("set", ["tenant", "resource", "spec"]));
   policy
+    .command("reset <tenant> <resource>")
+    .description(
+      "restart one key's state EMPTY in the region asked (never full: the global bound holds); run it per region",
+    )
+    .action(policyAction("reset", ["tenant", "resource"]));
+  policy
+    .command("history")
+    .description(
+      "the region's audit records of admin changes (who, from where, what, before/after), newest first",
+    )
+    .option(
+      "--limit <n>",
+      "at most this many records (1-1000)",
+      (v) => parseIntFlag("--limit", v, 1, 1000),
+      20,
+    )
+    .action(policyAction("history"));
+  policy
     .command("delete <tenant> <resource>")
     .description(
       "propose removing one entry (tenant '*': the resource's default); its keys fall back to the resource's default, then the global one",

@@ -24,7 +24,11 @@ export {
   baseShares,
   DEFAULT_FLOOR_PPM,
   globMatch,
+  KEY_NAME_MAX,
+  type KeyNames,
+  keyNameSchema,
   loadPolicies,
+  type LookupOptions,
   lookupPolicy,
   PoliciesFileSchema,
   type PolicySet,
@@ -39,6 +43,9 @@ export {
   resolveEffective,
   resolveKey,
   resolvePolicy,
+  WILDCARD_OVERRIDES_MAX,
+  type WildcardOverride,
+  wildcardOf,
   withPolicy,
 } from "./policies.js";
 export { type StaticChange, sizingChange } from "./static-change.js";

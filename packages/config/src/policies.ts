@@ -1,6 +1,6 @@
 // Policies file `regions/policies.json`: limits per (tenant, resource), with a
 // per-resource default (tenant "*") and a global default for everything else.
-import { ALGORITHMS, type Algorithm, type KeyPolicy, quotaKey } from "@geoquota/lease";
+import { ALGORITHMS, type Algorithm, type KeyPolicy, parseQuotaKey, quotaKey } from "@geoquota/lease";
 import { z } from "zod";
 import { ID_MESSAGE, ID_PATTERN, SHARE_UNITS } from "./common.js";
 import { ConfigError, issuesOf } from "./errors.js";
@@ -90,21 +90,43 @@ export interface PolicySpec {
   readonly shadow?: boolean;
 }
 
-const tenantOrStar = z.string().refine((s) => s === "*" || ID_PATTERN.test(s), `${ID_MESSAGE} or "*"`);
+/** The longest key name a policy may give: the check API's keyMaxLength is at most this. */
+export const KEY_NAME_MAX = 128;
+export const KEY_NAME_MESSAGE = `expected a key name: 1-${KEY_NAME_MAX} characters, any but "|"`;
 
-/** Per-key overrides: any PolicySpec field, replacing that field of whatever the lookup resolves. */
-const overrideShape = {
-  tenant: z.string().regex(ID_PATTERN, ID_MESSAGE),
-  resource: z.string().regex(ID_PATTERN, ID_MESSAGE),
-  ...specShape,
-  algorithm: z.enum(ALGORITHMS).optional(),
-  capacity: positive("capacity > 0").optional(),
-};
+/**
+ * A tenant or resource name as `POST /v1/check` takes it (any characters; stored hashed when
+ * outside [A-Za-z0-9_.-], docs/design.md §7), except `|`, which separates tenant and resource in
+ * quota keys (`tenant|resource`): a name holding it could alias another key's entry.
+ */
+export const keyNameSchema = z
+  .string({ error: KEY_NAME_MESSAGE })
+  .min(1, KEY_NAME_MESSAGE)
+  .max(KEY_NAME_MAX, KEY_NAME_MESSAGE)
+  .refine((s) => !s.includes("|"), KEY_NAME_MESSAGE);
+
+const tenantOrStar = keyNameSchema;
 
 const GLOB_PART = "[A-Za-z0-9_.*-]{1,128}";
 const GLOB_PATTERN = new RegExp(`^${GLOB_PART}/${GLOB_PART}$`);
 const GLOB_MESSAGE =
   'expected "<tenant glob>/<resource glob>": characters of [A-Za-z0-9_.-] and * (any run of characters), exactly one /';
+
+/**
+ * Per-key overrides: any PolicySpec field, replacing that field of whatever the lookup resolves.
+ * Named by `tenant` + `resource` (exact names, any the check API takes) or by `key`, a
+ * `<tenant glob>/<resource glob>` like the lists' (wildcard overrides; precedence: lookupPolicy).
+ */
+const overrideShape = {
+  tenant: keyNameSchema
+    .refine((s) => s !== "*", 'expected a tenant name; for every tenant use key "*/<resource>"')
+    .optional(),
+  resource: keyNameSchema.optional(),
+  key: z.string().regex(GLOB_PATTERN, GLOB_MESSAGE).optional(),
+  ...specShape,
+  algorithm: z.enum(ALGORITHMS).optional(),
+  capacity: positive("capacity > 0").optional(),
+};
 
 const ListEntrySchema = z
   .strictObject({
@@ -125,19 +147,49 @@ const accessList = z
 export const PoliciesFileSchema = z.strictObject({
   default: PolicySpecSchema,
   policies: z
-    .array(z.looseObject({ tenant: tenantOrStar, resource: z.string().regex(ID_PATTERN, ID_MESSAGE) }))
+    .array(z.looseObject({ tenant: tenantOrStar, resource: keyNameSchema }))
     .max(100_000)
     .default([]),
   /** Keys answered "allowed" without touching Redis (unless a deny entry also matches). */
   allow: accessList.default([]),
   /** Keys answered "denied" (403) without touching Redis; deny wins over allow. */
   deny: accessList.default([]),
-  overrides: z.array(z.strictObject(overrideShape)).max(100_000).default([]),
+  overrides: z
+    .array(
+      z
+        .strictObject(overrideShape)
+        .refine(
+          (o) =>
+            o.key === undefined
+              ? o.tenant !== undefined && o.resource !== undefined
+              : o.tenant === undefined && o.resource === undefined,
+          { message: 'expected "tenant" and "resource", or "key" (a glob), not both' },
+        ),
+    )
+    .max(100_000)
+    .default([]),
 });
 
+/** Wildcard overrides per file, at most (each check scans them). */
+export const WILDCARD_OVERRIDES_MAX = 1000;
+
 export type PolicyOverrideFields = Partial<
-  Omit<z.output<z.ZodObject<typeof overrideShape>>, "tenant" | "resource">
+  Omit<z.output<z.ZodObject<typeof overrideShape>>, "tenant" | "resource" | "key">
 >;
+
+/**
+ * A wildcard override (`key: "<tenant glob>/<resource glob>"`). Its fields go on top of what
+ * the lookup resolves for the concrete key, so the merged spec is per base spec (memoized).
+ */
+export interface WildcardOverride {
+  readonly key: string;
+  readonly tenant: string;
+  readonly resource: string;
+  readonly fields: PolicyOverrideFields;
+  /** Characters other than `*` in both globs: the more, the more specific. */
+  readonly literals: number;
+  readonly stars: number;
+}
 
 export interface PolicyOverride {
   readonly tenant: string;
@@ -164,6 +216,8 @@ export interface PolicySet {
   readonly entries: ReadonlyMap<string, PolicySpec>;
   /** Keyed by `tenant|resource` (exact keys only). */
   readonly overrides?: ReadonlyMap<string, PolicyOverride>;
+  /** Wildcard overrides, most specific first (lookupPolicy takes the first that matches). */
+  readonly wildcards?: readonly WildcardOverride[];
   readonly allow?: AccessList;
   readonly deny?: AccessList;
 }
@@ -241,8 +295,31 @@ export function parsePolicies(raw: unknown, file: string, regionIds?: readonly s
   if (issues.length > 0 || !def.ok) throw new ConfigError(file, issues);
   const base: PolicySet = { default: def.spec, entries };
   const raws = new Map<string, RawOverride>();
+  const globs = new Map<string, { idx: number; w: WildcardOverride }>();
   top.data.overrides.forEach((o, idx) => {
-    const { tenant, resource, ...fields } = o;
+    const { tenant: t, resource: r, key: glob, ...fields } = o;
+    if (Object.keys(fields).length === 0) {
+      issues.push(`overrides[${idx}]: expected at least one policy field to override`);
+      return;
+    }
+    let tenant = t ?? "";
+    let resource = r ?? "";
+    if (glob !== undefined) {
+      const slash = glob.indexOf("/");
+      tenant = glob.slice(0, slash);
+      resource = glob.slice(slash + 1);
+      if (glob.includes("*")) {
+        const first = globs.get(glob);
+        if (first !== undefined) {
+          issues.push(`overrides[${idx}]: duplicate override for ${glob} (first at overrides[${first.idx}])`);
+          return;
+        }
+        const literals = glob.length - 1 - (glob.match(/\*/g)?.length ?? 0);
+        const stars = glob.length - 1 - literals;
+        globs.set(glob, { idx, w: { key: glob, tenant, resource, fields, literals, stars } });
+        return;
+      }
+    }
     const key = quotaKey(tenant, resource);
     const first = raws.get(key);
     if (first !== undefined) {
@@ -251,15 +328,58 @@ export function parsePolicies(raw: unknown, file: string, regionIds?: readonly s
       );
       return;
     }
-    if (Object.keys(fields).length === 0) {
-      issues.push(`overrides[${idx}]: expected at least one policy field to override`);
-      return;
-    }
     raws.set(key, { idx, tenant, resource, fields });
   });
+  if (globs.size > WILDCARD_OVERRIDES_MAX)
+    issues.push(`overrides: expected at most ${WILDCARD_OVERRIDES_MAX} wildcard overrides (key globs)`);
   const overrides = mergeOverrides(base, raws, regionIds, issues);
+  const wildcards = [...globs.values()].sort((a, b) => wildcardOrder(a.w, b.w));
+  for (const { idx, w } of wildcards) checkWildcard(base, w, idx, regionIds, issues);
   if (issues.length > 0) throw new ConfigError(file, issues);
-  return { ...base, overrides, allow, deny };
+  return {
+    ...base,
+    overrides,
+    ...(wildcards.length > 0 ? { wildcards: wildcards.map((x) => x.w) } : {}),
+    allow,
+    deny,
+  };
+}
+
+/**
+ * Precedence among wildcard overrides that match one key (an exact override beats them all):
+ * more literal characters (both globs together) first, then fewer `*`, then the smaller key
+ * string: deterministic, and independent of the order of the file.
+ */
+function wildcardOrder(a: WildcardOverride, b: WildcardOverride): number {
+  return b.literals - a.literals || a.stars - b.stars || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+}
+
+/**
+ * A wildcard override must make a valid policy on top of every spec it can land on: the
+ * default, and each entry whose names its globs may match (a name outside [A-Za-z0-9_.-] is
+ * matched by its stored hash, which is unknown here: such entries are checked too).
+ */
+function checkWildcard(
+  base: PolicySet,
+  w: WildcardOverride,
+  idx: number,
+  regionIds: readonly string[] | undefined,
+  issues: string[],
+): void {
+  const may = (glob: string, name: string) => name === "*" || !PLAIN_NAME.test(name) || globMatch(glob, name);
+  const under: [string, PolicySpec][] = [["the default", base.default]];
+  for (const [k, spec] of base.entries) {
+    const p = parseQuotaKey(k);
+    if (p !== undefined && may(w.tenant, p.tenant) && may(w.resource, p.resource))
+      under.push([`the policies entry ${p.tenant}/${p.resource}`, spec]);
+  }
+  for (const [on, spec] of under) {
+    const r = parsePolicySpec(overrideInput(spec, w.fields), regionIds);
+    if (!r.ok) {
+      issues.push(...r.issues.map((i) => `overrides[${idx}].${i} (with ${on} it overrides)`));
+      return;
+    }
+  }
 }
 
 function accessListOf(
@@ -362,28 +482,103 @@ export function withPolicy(set: PolicySet, tenant: string, resource: string, spe
   const entries = new Map(set.entries);
   entries.set(quotaKey(tenant, resource), spec);
   const next: PolicySet = { ...set, entries };
-  if (set.overrides === undefined || set.overrides.size === 0) return next;
-  const raws = new Map([...set.overrides].map(([k, o], idx) => [k, { ...o, idx }]));
   const issues: string[] = [];
+  (set.wildcards ?? []).forEach((w, idx) => {
+    checkWildcard(next, w, idx, undefined, issues);
+  });
+  if (set.overrides === undefined || set.overrides.size === 0) {
+    if (issues.length > 0) throw new ConfigError(`policy ${tenant}/${resource}`, issues);
+    return next;
+  }
+  const raws = new Map([...set.overrides].map(([k, o], idx) => [k, { ...o, idx }]));
   const overrides = mergeOverrides({ default: set.default, entries }, raws, undefined, issues);
   if (issues.length > 0) throw new ConfigError(`policy ${tenant}/${resource}`, issues);
   return { ...next, overrides };
 }
 
+/** Names that are stored as they are (docs/design.md §7); others are stored hashed. */
+const PLAIN_NAME = /^[A-Za-z0-9_.-]+$/;
+
+/**
+ * How a lookup sees a key's names besides as given (docs/design.md §7, key hygiene). A check
+ * names a key as the client sent it; Redis (and so the gossip daemon) knows it by its stored
+ * names, hashed when outside [A-Za-z0-9_.-]. Both must land on the same policy:
+ * - `stored`: the key's stored names; wildcard overrides match these (they equal the given
+ *   names for plain keys). Default: the names given.
+ * - `hashPart`: the stored form of a name (itself when plain); with it, a lookup by stored
+ *   names finds policies and overrides named by the raw name (the daemon's lookups).
+ */
+export interface KeyNames {
+  readonly stored?: { readonly tenant: string; readonly resource: string };
+  readonly hashPart?: (part: string) => string;
+}
+
+const aliasCache = new WeakMap<PolicySet, { fn: (part: string) => string; map: Map<string, string> }>();
+
+/** Stored key → the key as the set names it, for names that are stored hashed. */
+function aliasesOf(set: PolicySet, hashPart: (part: string) => string): ReadonlyMap<string, string> {
+  const hit = aliasCache.get(set);
+  if (hit !== undefined && hit.fn === hashPart) return hit.map;
+  const map = new Map<string, string>();
+  const add = (k: string) => {
+    const p = parseQuotaKey(k);
+    if (p === undefined) return;
+    const t = p.tenant === "*" || PLAIN_NAME.test(p.tenant) ? p.tenant : hashPart(p.tenant);
+    const r = PLAIN_NAME.test(p.resource) ? p.resource : hashPart(p.resource);
+    const stored = quotaKey(t, r);
+    if (stored !== k) map.set(stored, k);
+  };
+  for (const k of set.entries.keys()) add(k);
+  for (const k of set.overrides?.keys() ?? []) add(k);
+  aliasCache.set(set, { fn: hashPart, map });
+  return map;
+}
+
+const wildcardSpecs = new WeakMap<WildcardOverride, WeakMap<PolicySpec, PolicySpec | null>>();
+
+/** A wildcard override on top of `base` (memoized); null: it makes no valid policy there. */
+function wildcardOn(w: WildcardOverride, base: PolicySpec): PolicySpec | null {
+  let m = wildcardSpecs.get(w);
+  if (m === undefined) {
+    m = new WeakMap();
+    wildcardSpecs.set(w, m);
+  }
+  let spec = m.get(base);
+  if (spec === undefined) {
+    const r = parsePolicySpec(overrideInput(base, w.fields));
+    spec = r.ok ? r.spec : null;
+    m.set(base, spec);
+  }
+  return spec;
+}
+
+/** The first (most specific) wildcard override matching the key's stored names. */
+export function wildcardOf(set: PolicySet, tenant: string, resource: string): WildcardOverride | undefined {
+  for (const w of set.wildcards ?? [])
+    if (globMatch(w.tenant, tenant) && globMatch(w.resource, resource)) return w;
+  return undefined;
+}
+
 /**
  * The spec that applies: a limit the resource's name states (key-limits.ts, the RLS front
- * door), else exact (tenant, resource), then (*, resource), then the default; a key's
- * override on top of it.
+ * door), else exact (tenant, resource), then (*, resource), then the default; on top of it
+ * the key's exact override, else the most specific matching wildcard override (more literal
+ * characters, then fewer `*`, then the smaller key string; wildcardOrder).
+ * `names`: how the key is also known (KeyNames); the daemon looks keys up by stored names.
  */
-export function lookupPolicy(set: PolicySet, tenant: string, resource: string): PolicySpec {
-  const key = quotaKey(tenant, resource);
-  return (
-    keyLimitSpec(resource) ??
-    set.overrides?.get(key)?.spec ??
-    set.entries.get(key) ??
-    set.entries.get(quotaKey("*", resource)) ??
-    set.default
-  );
+export function lookupPolicy(set: PolicySet, tenant: string, resource: string, names?: KeyNames): PolicySpec {
+  const stated = keyLimitSpec(resource);
+  if (stated !== undefined) return stated;
+  const aliases = names?.hashPart !== undefined ? aliasesOf(set, names.hashPart) : undefined;
+  const named = (k: string) => aliases?.get(k) ?? k;
+  const key = named(quotaKey(tenant, resource));
+  const exact = set.overrides?.get(key)?.spec;
+  if (exact !== undefined) return exact;
+  const base = set.entries.get(key) ?? set.entries.get(named(quotaKey("*", resource))) ?? set.default;
+  if (set.wildcards === undefined) return base;
+  const stored = names?.stored ?? { tenant, resource };
+  const w = wildcardOf(set, stored.tenant, stored.resource);
+  return (w !== undefined ? wildcardOn(w, base) : null) ?? base;
 }
 
 /** `*` matches any run of characters (none included); linear-time, no regex backtracking. */
@@ -456,6 +651,12 @@ export function baseShares(
 }
 
 export const DEFAULT_FLOOR_PPM = 20_000;
+
+/** Options of the lookups by key: the region's floor, and how the key's names are known (KeyNames). */
+export interface LookupOptions {
+  readonly floorPpm?: number;
+  readonly names?: KeyNames;
+}
 const shareCache = new WeakMap<PolicySpec, Map<string, Record<string, number>>>();
 
 function sharesFor(spec: PolicySpec, ids: readonly string[]): Record<string, number> {
@@ -479,9 +680,16 @@ export function resolvePolicy(
   regionId: string,
   tenant: string,
   resource: string,
-  options: { floorPpm?: number } = {},
+  options: LookupOptions = {},
 ): KeyPolicy {
-  return keyPolicyOf(lookupPolicy(policies, tenant, resource), regions, regionId, tenant, resource, options);
+  return keyPolicyOf(
+    lookupPolicy(policies, tenant, resource, options.names),
+    regions,
+    regionId,
+    tenant,
+    resource,
+    options,
+  );
 }
 
 /** A key's policy in `regionId` from the spec that applies to it (resolvePolicy after the lookup). */
@@ -491,7 +699,7 @@ function keyPolicyOf(
   regionId: string,
   tenant: string,
   resource: string,
-  options: { floorPpm?: number },
+  options: LookupOptions,
 ): KeyPolicy {
   const ids = regions.map((r) => (typeof r === "string" ? r : r.id));
   const baseShare = sharesFor(spec, ids)[regionId];
@@ -527,7 +735,7 @@ function meet(
   regionId: string,
   tenant: string,
   resource: string,
-  options: { floorPpm?: number },
+  options: LookupOptions,
 ): KeyPolicy {
   const newest = sets[sets.length - 1];
   if (newest === undefined) throw new RangeError("resolveKey: no policy set");
@@ -574,14 +782,14 @@ export function resolveKey(
   regionId: string,
   tenant: string,
   resource: string,
-  options: { floorPpm?: number } = {},
+  options: LookupOptions = {},
 ): ResolvedKey {
   if (sets.length === 0) throw new RangeError("resolveKey: no policy set");
   if (sets.length === 1) {
     // No rollout in progress (every check outside one): one lookup, no meet, no arrays.
     const set = sets[0] as PolicySet;
     const access = accessOf(set, tenant, resource);
-    const spec = lookupPolicy(set, tenant, resource);
+    const spec = lookupPolicy(set, tenant, resource, options.names);
     const policy = keyPolicyOf(spec, regions, regionId, tenant, resource, options);
     return { policy, shadow: access === "limit" && spec.shadow === true, access };
   }
@@ -594,7 +802,7 @@ export function resolveKey(
     };
   }
   const limiting = sets.filter((_, i) => access[i] === "limit");
-  const shadow = limiting.every((set) => lookupPolicy(set, tenant, resource).shadow === true);
+  const shadow = limiting.every((set) => lookupPolicy(set, tenant, resource, options.names).shadow === true);
   const policy = meet(limiting, regions, regionId, tenant, resource, options);
   return { policy, shadow, access: "limit" };
 }
@@ -606,7 +814,7 @@ export function resolveEffective(
   regionId: string,
   tenant: string,
   resource: string,
-  options: { floorPpm?: number } = {},
+  options: LookupOptions = {},
 ): KeyPolicy {
   return resolveKey(sets, regions, regionId, tenant, resource, options).policy;
 }

@@ -33,6 +33,181 @@ const parse = (extra: Record<string, unknown>) =>
   parsePolicies({ default: DEFAULT, ...extra }, "p.json", ids);
 const issuesOf = (extra: Record<string, unknown>) => errorOf(() => parse(extra)).issues;
 
+describe("policy names: any key the check API takes", () => {
+  const email = "user:123@example.com";
+  const long = `${"é@".repeat(63)}ab`; // 128 characters, stored hashed
+
+  it("a policy and an exact override may name keys outside [A-Za-z0-9_.-], up to 128 characters", () => {
+    const set = parse({
+      policies: [
+        { tenant: email, resource: "api", capacity: 9, refillPerSecond: 1 },
+        { tenant: "*", resource: "a b/c", capacity: 8, refillPerSecond: 1 },
+        { tenant: long, resource: "api", capacity: 7, refillPerSecond: 1 },
+        { tenant: "ip4-203.0.113.0-24", resource: "api", capacity: 6, refillPerSecond: 1 },
+      ],
+      overrides: [{ tenant: email, resource: "a b/c", capacity: 3 }],
+    });
+    expect(lookupPolicy(set, email, "api").capacity).toBe(9);
+    expect(lookupPolicy(set, "anyone", "a b/c").capacity).toBe(8);
+    expect(lookupPolicy(set, email, "a b/c").capacity).toBe(3);
+    expect(lookupPolicy(set, long, "api").capacity).toBe(7);
+    expect(lookupPolicy(set, "ip4-203.0.113.0-24", "api").capacity).toBe(6);
+  });
+
+  it("refuses names with |, empty or longer than 128 characters, naming the field", () => {
+    const issues = issuesOf({
+      policies: [
+        { tenant: "a|b", resource: "r", capacity: 1, refillPerSecond: 1 },
+        { tenant: "t", resource: "", capacity: 1, refillPerSecond: 1 },
+        { tenant: `${long}x`, resource: "r", capacity: 1, refillPerSecond: 1 },
+      ],
+      overrides: [
+        { tenant: "t", resource: "x|y", capacity: 1 },
+        { tenant: "t", capacity: 1 },
+      ],
+    });
+    expect(issues).toEqual([
+      'policies[0].tenant: expected a key name: 1-128 characters, any but "|"',
+      'policies[1].resource: expected a key name: 1-128 characters, any but "|"',
+      'policies[2].tenant: expected a key name: 1-128 characters, any but "|"',
+      'overrides[0].resource: expected a key name: 1-128 characters, any but "|"',
+      'overrides[1]: expected "tenant" and "resource", or "key" (a glob), not both',
+    ]);
+  });
+
+  it("a lookup by stored names (the daemon's) finds the policy named by the raw name", () => {
+    const set = parse({
+      policies: [
+        { tenant: email, resource: "api", capacity: 9, refillPerSecond: 1 },
+        { tenant: "*", resource: "a:b", capacity: 8, refillPerSecond: 1 },
+      ],
+      overrides: [{ tenant: email, resource: "x", capacity: 4 }],
+    });
+    const hashPart = (p: string) => (/^[A-Za-z0-9_.-]+$/.test(p) ? p : `h-${p.length}`);
+    const names = { hashPart };
+    expect(lookupPolicy(set, hashPart(email), "api", names).capacity).toBe(9);
+    expect(lookupPolicy(set, "whoever", hashPart("a:b"), names).capacity).toBe(8);
+    expect(lookupPolicy(set, hashPart(email), "x", names).capacity).toBe(4);
+    // Without the hasher the stored name is just another tenant: the default.
+    expect(lookupPolicy(set, hashPart(email), "api").capacity).toBe(5);
+    const ok = resolveEffective([set], ids, "us-east", hashPart(email), "api", { names });
+    expect(ok.limit.capacity).toBe(9);
+  });
+});
+
+describe("wildcard overrides", () => {
+  const set = parse({
+    policies: [
+      { tenant: "acme-1", resource: "api", capacity: 100, refillPerSecond: 10 },
+      { tenant: "*", resource: "win", algorithm: "fixed_window", capacity: 10, windowMs: 1000 },
+    ],
+    overrides: [
+      { key: "*/api", capacity: 20 },
+      { key: "acme-*/api", capacity: 30 },
+      { key: "acme-*/a*", capacity: 40 },
+      { key: "acme-1*/*", capacity: 50 },
+      { key: "b*/*", capacity: 61 },
+      { key: "*b/*", capacity: 62 },
+      { tenant: "acme-2", resource: "api", capacity: 70 },
+      { key: "*/win", capacity: 15 },
+    ],
+  });
+
+  it("exact beats wildcard; the most specific wildcard wins; ties by the key string", () => {
+    expect(lookupPolicy(set, "acme-2", "api").capacity).toBe(70); // exact override
+    // acme-*/api (8 literals) beats acme-1*/* (6), acme-*/a* (6) and */api (3).
+    expect(lookupPolicy(set, "acme-1", "api").capacity).toBe(30);
+    // acme-1*/* and acme-*/a*: 6 literals and 2 stars each; "acme-*/a*" < "acme-1*/*".
+    expect(lookupPolicy(set, "acme-1", "apex").capacity).toBe(40);
+    expect(lookupPolicy(set, "acme-1", "zzz").capacity).toBe(50);
+    expect(lookupPolicy(set, "zed", "api").capacity).toBe(20);
+    expect(lookupPolicy(set, "bob", "x").capacity).toBe(62); // "*b/*" < "b*/*" (same literals and stars)
+    expect(lookupPolicy(set, "zed", "other").capacity).toBe(5); // no match: the default
+    // Fields not given are inherited from what the key resolves to (the entry, then */r, the default).
+    expect(lookupPolicy(set, "acme-1", "api").refillPerSecond).toBe(10);
+    expect(lookupPolicy(set, "zed", "api").refillPerSecond).toBe(1);
+    expect(lookupPolicy(set, "zed", "win")).toMatchObject({ algorithm: "fixed_window", capacity: 15 });
+  });
+
+  it("the precedence does not depend on the order of the file", () => {
+    const raw = [
+      { key: "*/api", capacity: 20 },
+      { key: "acme-*/api", capacity: 30 },
+      { key: "acme-*/a*", capacity: 40 },
+      { key: "acme-1*/*", capacity: 50 },
+    ];
+    fc.assert(
+      fc.property(fc.shuffledSubarray(raw, { minLength: raw.length }), (order) => {
+        const s = parse({ overrides: order });
+        return (
+          lookupPolicy(s, "acme-1", "api").capacity === 30 &&
+          lookupPolicy(s, "acme-1", "apex").capacity === 40 &&
+          lookupPolicy(s, "acme-1", "zzz").capacity === 50
+        );
+      }),
+      { numRuns: 30 },
+    );
+  });
+
+  it("wildcards match the stored names: a hashed name is matched by its hash, as the daemon sees it", () => {
+    const s = parse({
+      overrides: [
+        { key: "user*/api", capacity: 2 },
+        { key: "*/api", capacity: 3 },
+      ],
+    });
+    const raw = "user:1@example.com";
+    // Its stored name is a hash: user*/api does not match it; */api does.
+    expect(
+      lookupPolicy(s, raw, "api", { stored: { tenant: "h-0123456789abcdef", resource: "api" } }).capacity,
+    ).toBe(3);
+    expect(lookupPolicy(s, "h-0123456789abcdef", "api").capacity).toBe(3);
+    expect(lookupPolicy(s, "user_1", "api").capacity).toBe(2);
+  });
+
+  it("the meet over versions applies wildcard overrides per version", () => {
+    const older = parse({ overrides: [{ key: "acme-*/api", capacity: 4 }] });
+    const newer = parse({ overrides: [{ key: "acme-*/api", capacity: 9, refillPerSecond: 0.5 }] });
+    const r = resolveKey([older, newer], ids, "us-east", "acme-3", "api");
+    expect(r.policy.limit).toMatchObject({ capacity: 4, refillPerSecond: 0.5 });
+    expect(resolveKey([newer], ids, "us-east", "acme-3", "api").policy.limit.capacity).toBe(9);
+    expect(resolveKey([older, newer], ids, "us-east", "other", "api").policy.limit.capacity).toBe(5);
+  });
+
+  it("refuses a bad glob, a duplicate, both forms at once, and one that makes an invalid policy", () => {
+    const issues = issuesOf({
+      policies: [{ tenant: "*", resource: "w", algorithm: "fixed_window", capacity: 10, windowMs: 1000 }],
+      overrides: [
+        { key: "a:b/*", capacity: 1 },
+        { key: "a*/r", capacity: 1 },
+        { key: "a*/r", capacity: 2 },
+        { key: "a*/x", tenant: "a", resource: "x", capacity: 1 },
+        { key: "*/w", refillPerSecond: 3 },
+        { key: "z*/q" },
+      ],
+    });
+    expect(issues).toEqual([
+      expect.stringMatching(/^overrides\[0\]\.key: expected "<tenant glob>\/<resource glob>"/),
+      'overrides[3]: expected "tenant" and "resource", or "key" (a glob), not both',
+    ]);
+    expect(
+      issuesOf({
+        policies: [{ tenant: "*", resource: "w", algorithm: "fixed_window", capacity: 10, windowMs: 1000 }],
+        overrides: [
+          { key: "a*/r", capacity: 1 },
+          { key: "a*/r", capacity: 2 },
+          { key: "*/w", refillPerSecond: 3 },
+          { key: "z*/q" },
+        ],
+      }),
+    ).toEqual([
+      "overrides[1]: duplicate override for a*/r (first at overrides[0])",
+      "overrides[3]: expected at least one policy field to override",
+      "overrides[2].refillPerSecond: fixed_window admits capacity per windowMs; its refill is derived (capacity / windowMs) (with the policies entry */w it overrides)",
+    ]);
+  });
+});
+
 describe("policies file: shadow, lists, overrides", () => {
   it("reads shadow on the default and on a policy", () => {
     const set = parse({
@@ -155,7 +330,7 @@ describe("policies file: shadow, lists, overrides", () => {
     });
     expect(issues).toEqual([
       "overrides[2].capacity: expected a finite number > 0",
-      "overrides[8].tenant: expected 1-128 characters of [A-Za-z0-9_.-]",
+      'overrides[8].tenant: expected a tenant name; for every tenant use key "*/<resource>"',
     ]);
     const merged = issuesOf({
       policies: [{ tenant: "*", resource: "w", algorithm: "fixed_window", capacity: 10, windowMs: 1000 }],

@@ -93,6 +93,7 @@ export {
   type RefundOutcome,
   type RefundReceiptRef,
   type RefundRefusal,
+  type ResetOutcome,
   type RegionStore,
   StoreMisuseError,
 } from "./store.js";

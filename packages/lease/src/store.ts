@@ -85,6 +85,17 @@ export type RefundOutcome<D extends Decision = Decision> =
   | { readonly refunded: true; readonly decision: D }
   | { readonly refunded: false; readonly reason: RefundRefusal; readonly nowUs: number };
 
+/**
+ * A key's state restarted empty in one region (docs/design.md §3.4): what it could admit there
+ * just before and just after (0 unless in-process leases are outstanding), in Redis TIME.
+ */
+export interface ResetOutcome {
+  readonly before: number;
+  readonly after: number;
+  readonly share: number;
+  readonly nowUs: number;
+}
+
 /** One limit of a compound check (RegionStore.checkCompound). */
 export interface CompoundCheckItem {
   readonly policy: KeyPolicy;
@@ -109,6 +120,11 @@ export interface RegionStore {
   /** Reports `used` of the lease's tokens as consumed and returns the rest. */
   releaseLease(policy: KeyPolicy, leaseId: string, used: number): Promise<void>;
   inspect(policy: KeyPolicy): Promise<QuotaView>;
+  /**
+   * Restarts the key's state in this region empty, never full: an admission by nobody of what
+   * it holds (the global bound holds; refunds of earlier admissions give nothing back). Optional.
+   */
+  reset?(policy: KeyPolicy): Promise<ResetOutcome>;
   /** Optional liveness probe (one cheap round-trip); readiness falls back to `inspect`. */
   ping?(): Promise<void>;
   close(): Promise<void>;

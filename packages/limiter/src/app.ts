@@ -17,6 +17,7 @@ import { PROBLEM_JSON, prefersProblem, problemOf, quotaExceeded } from "./proble
 import { type CheckResult, Limiter } from "./limiter.js";
 import { documentOf, type PolicyAdmin, StaticPolicies } from "./policy-source.js";
 import { registerPolicyRoutes } from "./policy-routes.js";
+import { type AuditLog, auditAdminRoutes, MemoryAuditLog, registerAdminRoutes } from "./admin-routes.js";
 import { ThrottledEvents } from "./log-events.js";
 import { breakerStateValue, createMetrics, OTHER_RESOURCE } from "./metrics.js";
 import {
@@ -81,6 +82,8 @@ export interface AppDeps {
   readonly ping?: () => Promise<unknown>;
   /** Fastify logger option; off by default (tests fail on stray output). main.ts passes pino options. */
   readonly logger?: boolean | Record<string, unknown>;
+  /** Where admin changes are recorded (main: the region's Redis); default: in this process. */
+  readonly audit?: AuditLog;
   /** Log every request and response (two lines per check): off by default, the check route is the hot path. */
   readonly logRequests?: boolean;
 }
@@ -293,7 +296,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       : reply.code(403).send(body);
 
   const adminDigest = digest(deps.config.adminToken);
-  const requireAdmin = async (req: FastifyRequest): Promise<void> => {
+  const checkAdminToken = async (req: FastifyRequest): Promise<void> => {
     const h = req.headers.authorization;
     const token = typeof h === "string" && h.startsWith("Bearer ") ? h.slice(7) : undefined;
     // Compare digests: constant time, and no length leak.
@@ -301,6 +304,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       throw new LimiterError("GQ_ERR_UNAUTHORIZED");
     }
   };
+  // Every admin route takes this guard: it also audits each change (admin-routes.ts).
+  const audit = deps.audit ?? new MemoryAuditLog();
+  const requireAdmin = auditAdminRoutes(app, {
+    region: limiter.region,
+    admin: () => policyAdmin,
+    audit,
+    requireAdmin: checkAdminToken,
+  });
 
   app.post(
     "/v1/check",
@@ -414,6 +425,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     };
   });
 
+  registerAdminRoutes(app, { limiter, audit, requireAdmin });
   registerPolicyRoutes(app, {
     admin: policyAdmin,
     requireAdmin,

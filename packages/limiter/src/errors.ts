@@ -45,6 +45,7 @@ export const ERRORS = {
   },
   GQ_ERR_RATE_LIMITED: { statusCode: 429, message: "rate limit exceeded" },
   GQ_ERR_INTERNAL: { statusCode: 500, message: "internal error" },
+  GQ_ERR_RESET_UNSUPPORTED: { statusCode: 501, message: "this limiter's store cannot reset a key" },
   GQ_ERR_STORE_UNAVAILABLE: { statusCode: 503, message: "the region's store did not answer" },
   GQ_ERR_STORE_TIMEOUT: { statusCode: 503, message: "the region's store did not answer within the timeout" },
   GQ_ERR_BREAKER_OPEN: { statusCode: 503, message: "the circuit breaker around the store is open" },

@@ -15,6 +15,7 @@ import type {
   RefundOutcome,
   RefundReceiptRef,
   RegionStore,
+  ResetOutcome,
 } from "./types.js";
 
 export type StoreErrorKind = "timeout" | "error" | "breaker_open";
@@ -114,6 +115,14 @@ export class GuardedStore implements RegionStore {
   }
   inspect(policy: KeyPolicy): Promise<QuotaView> {
     return this.run("inspect", () => this.inner.inspect(policy));
+  }
+  /** GQ_ERR_RESET_UNSUPPORTED when the store has no reset (docs/design.md §3.4). */
+  reset(policy: KeyPolicy): Promise<ResetOutcome> {
+    const inner = this.inner;
+    if (inner.reset === undefined) return Promise.reject(new LimiterError("GQ_ERR_RESET_UNSUPPORTED"));
+    return this.run("reset", () =>
+      (inner.reset as (p: KeyPolicy) => Promise<ResetOutcome>).call(inner, policy),
+    );
   }
   /** Readiness: one call bounded by the timeout, outside the breaker (it must not be blocked by it). */
   async probe(probe: KeyPolicy, ping?: () => Promise<unknown>): Promise<boolean> {

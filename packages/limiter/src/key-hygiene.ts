@@ -11,8 +11,10 @@ export const KEY_PATTERN = /^[A-Za-z0-9_.-]+$/;
 export const KEY_MAX_LENGTH = 128;
 
 /**
- * Throws a 400 LimiterError naming `field` when `value` is not a readable key
- * part (policy names: `PUT /v1/policies/...`). Checks use `storedKeyPart`.
+ * Throws a 400 LimiterError naming `field` when `value` cannot name a key in a
+ * policy (`PUT /v1/policies/...`): any name a check takes, except one holding
+ * `|` (the quota key's separator; @geoquota/config keyNameSchema). Checks use
+ * `storedKeyPart`.
  */
 export function validateKeyPart(field: string, value: unknown, maxLength = KEY_MAX_LENGTH): string {
   if (typeof value !== "string" || value.length === 0) {
@@ -21,8 +23,8 @@ export function validateKeyPart(field: string, value: unknown, maxLength = KEY_M
   if (value.length > maxLength) {
     throw new LimiterError("GQ_ERR_KEY_TOO_LONG", `${field}: longer than ${maxLength} characters`, { field });
   }
-  if (!KEY_PATTERN.test(value)) {
-    throw new LimiterError("GQ_ERR_INVALID_KEY", `${field}: expected only [A-Za-z0-9_.-]`, { field });
+  if (value.includes("|")) {
+    throw new LimiterError("GQ_ERR_INVALID_KEY", `${field}: "|" cannot be named by a policy`, { field });
   }
   return value;
 }
@@ -133,4 +135,18 @@ export function storedKeyPart(
     );
   }
   return hashKey(secret, value);
+}
+
+/**
+ * The stored form of a key part as a function (storedKeyPart without its checks: plain
+ * names as they are, others hashed), for lookups by stored names (the gossip daemon's:
+ * Redis knows a key only by these). Undefined without a key-hash secret.
+ */
+export function keyPartHasher(config: {
+  readonly keyHashSecret?: string | undefined;
+  readonly sharedSecret?: string | undefined;
+}): ((part: string) => string) | undefined {
+  const secret = keyHashSecretOf(config);
+  if (secret === undefined) return undefined;
+  return (part) => (KEY_PATTERN.test(part) ? part : hashKey(secret, part));
 }

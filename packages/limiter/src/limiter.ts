@@ -9,6 +9,7 @@ import {
   type RegionConfig,
   type ResolvedKey,
   resolveKey,
+  wildcardOf,
 } from "@geoquota/config";
 import { CircuitBreaker } from "./breaker.js";
 import { type MonotonicClock, monotonicNow } from "./clock.js";
@@ -24,6 +25,7 @@ import {
   type KeyPolicy,
   type QuotaView,
   type RegionStore,
+  type ResetOutcome,
   SHARE_UNITS,
   StoreMisuseError,
 } from "./types.js";
@@ -276,16 +278,21 @@ export class Limiter {
     const storedResource = storedKeyPart(`${fieldPrefix}resource`, resource, max, this.keyHashSecret);
     const newest = this.policySets[this.policySets.length - 1];
     if (newest === undefined) return { policy: noPolicy(storedTenant, storedResource), resolved: undefined };
+    const secret = this.config.keyHashSecret;
+    // A key a policy, an override or a wildcard override names keeps a readable tenant.
+    const k = quotaKey(tenant, resource);
+    const named =
+      newest.entries.has(k) ||
+      newest.overrides?.has(k) === true ||
+      wildcardOf(newest, storedTenant, storedResource) !== undefined;
+    const finalTenant = secret !== undefined && !named ? hashKey(secret, tenant) : storedTenant;
+    // Policies are looked up by the names given; wildcards match the stored names, which is all
+    // the gossip daemon knows of the key (docs/design.md §7): both land on the same policy.
     const r = resolveKey(this.policySets, this.regionIds, this.config.region, tenant, resource, {
       floorPpm: this.config.floorPpm,
+      names: { stored: { tenant: finalTenant, resource: storedResource } },
     });
-    const secret = this.config.keyHashSecret;
-    const hashed = secret !== undefined && !newest.entries.has(quotaKey(tenant, resource));
-    const policy = {
-      ...r.policy,
-      tenant: hashed ? hashKey(secret, tenant) : storedTenant,
-      resource: storedResource,
-    };
+    const policy = { ...r.policy, tenant: finalTenant, resource: storedResource };
     return { policy, resolved: this.policyKnown ? r : undefined };
   }
 
@@ -639,12 +646,24 @@ export class Limiter {
     return { policy, view: await this.store.inspect(policy) };
   }
 
+  /**
+   * Restarts the key's state in this region empty (docs/design.md §3.4 "Resetting a key"):
+   * never full, so the global bound holds. Fails like a refund while the policy is unknown.
+   */
+  async reset(tenant: string, resource: string): Promise<ResetOutcome & { readonly policy: KeyPolicy }> {
+    if (!this.policyKnown) throw new LimiterError("GQ_ERR_POLICY_UNKNOWN");
+    const policy = this.resolve(tenant, resource);
+    return { ...(await this.store.reset(policy)), policy };
+  }
+
   /** Every configured region with its base share under this key's policy (the meet over versions). */
   regionShares(tenant: string, resource: string): { id: string; baseShare: number; floorShare: number }[] {
     if (this.policySets.length === 0) throw new LimiterError("GQ_ERR_POLICY_UNKNOWN");
+    const stored = this.keyState(tenant, resource).policy;
     return this.regionIds.map((id) => {
       const p = resolveKey(this.policySets, this.regionIds, id, tenant, resource, {
         floorPpm: this.config.floorPpm,
+        names: { stored: { tenant: stored.tenant, resource: stored.resource } },
       }).policy;
       return { id, baseShare: p.baseShare, floorShare: p.floorShare };
     });
@@ -655,9 +674,12 @@ export class Limiter {
    * region enforces during a rollout, plus `access` when a list decides and `shadow` when set.
    */
   spec(tenant: string, resource: string) {
-    const newest = lookupPolicy(this.policies, tenant, resource);
+    const stored = this.keyState(tenant, resource).policy;
+    const names = { stored: { tenant: stored.tenant, resource: stored.resource } };
+    const newest = lookupPolicy(this.policies, tenant, resource, names);
     const r = resolveKey(this.policySets, this.regionIds, this.config.region, tenant, resource, {
       floorPpm: this.config.floorPpm,
+      names,
     });
     const { shadow: _newestShadow, ...rest } = newest;
     return {

@@ -11,6 +11,7 @@ import {
 import type { FastifyInstance } from "fastify";
 import { Cluster, Redis } from "ioredis";
 import { Registry } from "prom-client";
+import { RedisAuditLog } from "./admin-routes.js";
 import { type AppConfig, buildApp } from "./app.js";
 import { logLevelOf } from "./log-events.js";
 import type { Limiter } from "./limiter.js";
@@ -186,6 +187,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
         }
       : {}),
     registry,
+    ...(redis !== undefined ? { audit: new RedisAuditLog(redis) } : {}),
     ...(options.logRequests !== undefined ? { logRequests: options.logRequests } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
     ...(ping !== undefined ? { ping } : {}),

@@ -367,13 +367,17 @@ export function documentOf(set: PolicySet | undefined): Record<string, unknown> 
   return {
     default: spec(set.default),
     policies: [...set.entries].map(([k, p]) => ({ ...parseQuotaKey(k), ...spec(p) })),
-    ...(set.overrides !== undefined && set.overrides.size > 0
+    ...((set.overrides?.size ?? 0) > 0 || (set.wildcards?.length ?? 0) > 0
       ? {
-          overrides: [...set.overrides.values()].map((o) => ({
-            tenant: o.tenant,
-            resource: o.resource,
-            ...o.fields,
-          })),
+          overrides: [
+            ...[...(set.overrides?.values() ?? [])].map((o) => ({
+              tenant: o.tenant,
+              resource: o.resource,
+              ...o.fields,
+            })),
+            // Wildcard overrides (key globs), most specific first (their order does not matter).
+            ...(set.wildcards ?? []).map((w) => ({ key: w.key, ...w.fields })),
+          ],
         }
       : {}),
     ...(set.allow !== undefined ? { allow: list(set.allow) } : {}),

@@ -50,6 +50,11 @@ export function refuseWhileDrifting(store: RegionStore, drifting: () => readonly
     const ping = store.ping.bind(store);
     wrapped.ping = () => ping();
   }
+  // A reset only lowers what a key may admit (docs/design.md §3.4): it hands nothing out.
+  if (store.reset !== undefined) {
+    const reset = store.reset.bind(store);
+    wrapped.reset = (policy) => reset(policy);
+  }
   const renewing = store as RegionStore & Partial<LeaseRenewingStore>;
   if (typeof renewing.renewLease === "function") {
     const renew = renewing.renewLease.bind(renewing);

@@ -18,6 +18,7 @@ export {
   type RefundReceiptRef,
   type RefundRefusal,
   type RegionStore,
+  type ResetOutcome,
   SHARE_UNITS,
   StoreMisuseError,
   type Timing as LeaseTiming,

@@ -111,6 +111,14 @@ export interface InspectReply {
   readonly leases: readonly [string, string][];
 }
 
+/** reset.lua: what the key could admit in this region just before and after. */
+export interface ResetReply {
+  readonly before: number;
+  readonly after: number;
+  readonly share: number;
+  readonly nowUs: number;
+}
+
 /** drain_dirty.lua. */
 export interface DrainDirtyReply {
   readonly nowUs: number;
@@ -136,6 +144,7 @@ export interface ScriptReplies {
   readonly loanReturn: LoanReturnReply;
   readonly loanReturnReceived: LoanReturnReceivedReply;
   readonly inspect: InspectReply;
+  readonly reset: ResetReply;
   readonly drainDirty: DrainDirtyReply;
   readonly regionInit: RegionInitReply;
 }
@@ -221,6 +230,12 @@ export const DECODERS: { readonly [N in ScriptName]: (r: readonly unknown[]) => 
     counters: pairs(r[9], "counters"),
     loans: pairs(r[10], "loans"),
     leases: pairs(r[11], "leases"),
+  }),
+  reset: (r) => ({
+    before: num(r[0], "before"),
+    after: num(r[1], "after"),
+    share: num(r[2], "share"),
+    nowUs: num(r[3], "now"),
   }),
   drainDirty: (r) => ({ nowUs: num(r[0], "now"), members: Array.isArray(r[1]) ? list(r[1], "member") : [] }),
   regionInit: (r) => ({

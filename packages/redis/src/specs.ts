@@ -68,6 +68,7 @@ export const SCRIPTS = {
   loanReturn: keyScript("loan_return.lua", ["lender"]),
   loanReturnReceived: keyScript("loan_return_received.lua", ["borrower", "seq"]),
   inspect: keyScript("inspect.lua", []),
+  reset: keyScript("reset.lua", []),
   drainDirty: { file: "drain_dirty.lua", keys: ["gq:dirty", "gq:dg"], argv: ["max"] },
   regionInit: { file: "region_init.lua", keys: ["gq:inc", "gq:rid"], argv: ["mode", "replid", "freshId"] },
 } as const satisfies Record<string, ScriptSpec>;

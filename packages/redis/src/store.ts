@@ -13,6 +13,7 @@ import {
   type RefundReceiptRef,
   type RefundRefusal,
   type RegionStore,
+  type ResetOutcome,
   SHARE_UNITS,
   type Timing,
 } from "@geoquota/lease";
@@ -356,6 +357,12 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
         loansOut: v.loansOut,
         loansIn: v.loansIn,
       };
+    },
+
+    async reset(policy): Promise<ResetOutcome> {
+      const a = args(policy);
+      const r = await scripts.call("reset", a.keys, [region, ...a.policyArgv]);
+      return { before: r.before, after: r.after, share: r.share, nowUs: r.nowUs };
     },
 
     async close() {

@@ -30,8 +30,15 @@ export function compareStamps(a: Stamp | undefined, b: Stamp | undefined): numbe
 
 const WHOLE = ["default", "overrides", "allow", "deny"] as const;
 
+/**
+ * The part of one entry. Names may hold `/` (any key the check API takes, except `|`): then
+ * `|` separates them, so `a/b` + `c` and `a` + `b/c` are two parts; names without `/` keep
+ * the `tenant/resource` form (a part holds `|` only in the other form, and never both).
+ */
 export function entryPart(tenant: string, resource: string): string {
-  return `policies:${tenant}/${resource}`;
+  return tenant.includes("/") || resource.includes("/")
+    ? `policies:${tenant}|${resource}`
+    : `policies:${tenant}/${resource}`;
 }
 
 /** The parts of a policies document (raw JSON); an absent part is undefined. */

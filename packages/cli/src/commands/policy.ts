@@ -5,6 +5,7 @@
 import { readJsonFile } from "@geoquota/config";
 import { UsageError } from "../errors.js";
 import { AdminError, adminCall, adminTarget } from "../policy/admin-client.js";
+import { runKeyAdmin } from "../policy/admin-commands.js";
 import { diffPolicies, formatChanges } from "../policy/diff.js";
 import {
   editOutcome,
@@ -48,6 +49,7 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
   const target = adminTarget(opts);
   const json = Boolean(opts.json);
   const getState = async () => (await adminCall(target, "GET", "/v1/policy")).body as unknown as PolicyState;
+  if (opts.action === "reset" || opts.action === "history") return runKeyAdmin(target, opts);
   try {
     switch (opts.action) {
       case "get": {

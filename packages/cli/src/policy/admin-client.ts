@@ -1,5 +1,6 @@
 // The admin API of one region's limiter, as `geoquota policy` uses it. Any
 // region will do: a proposal made in one region reaches every region by gossip.
+import { userInfo } from "node:os";
 import { loadRegionConfig } from "@geoquota/config";
 import { UsageError } from "../errors.js";
 
@@ -9,6 +10,18 @@ export interface AdminTarget {
 }
 
 export const TOKEN_ENV = "GEOQUOTA_ADMIN_TOKEN";
+/** Who the audit records name (`X-Geoquota-Actor`): this, else the login name. */
+export const ACTOR_ENV = "GEOQUOTA_ACTOR";
+
+function actor(): string {
+  const given = process.env[ACTOR_ENV];
+  if (given !== undefined && given !== "") return given;
+  try {
+    return userInfo().username;
+  } catch {
+    return "unnamed";
+  }
+}
 
 /** `--url` + `--token` (or GEOQUOTA_ADMIN_TOKEN), or `--config F` (its listen address and adminToken). */
 export function adminTarget(opts: Record<string, unknown>): AdminTarget {
@@ -49,7 +62,7 @@ export class AdminError extends Error {
 
 export async function adminCall(
   target: AdminTarget,
-  method: "GET" | "PUT" | "DELETE",
+  method: "GET" | "PUT" | "POST" | "DELETE",
   path: string,
   body?: unknown,
   headers: Record<string, string> = {},
@@ -61,6 +74,7 @@ export async function adminCall(
       headers: {
         ...headers,
         authorization: `Bearer ${target.token}`,
+        "x-geoquota-actor": actor(),
         ...(body !== undefined ? { "content-type": "application/json" } : {}),
       },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),

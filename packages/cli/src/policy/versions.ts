@@ -5,6 +5,7 @@
 // (issue 22): the asked region completed it or a later one, and every region's
 // acknowledgement it shows is at it or later, so a change made through another
 // region is never reported done before it arrived.
+import { entryPart } from "@geoquota/rollout";
 import { UsageError } from "../errors.js";
 
 export interface VersionId {
@@ -74,7 +75,7 @@ export function editOutcome(
   resource: string,
   proposalId: string,
 ): "kept" | { v: number; o: string; p: string } | undefined {
-  const stamp = s.stamps?.[`policies:${tenant}/${resource}`];
+  const stamp = s.stamps?.[entryPart(tenant, resource)];
   if (s.stamps == null || stamp === undefined) return undefined;
   return stamp.p === proposalId ? "kept" : stamp;
 }

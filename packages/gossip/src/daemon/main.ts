@@ -29,7 +29,12 @@ import {
   readSnapshotRaw,
   writeSnapshot,
 } from "@geoquota/rollout";
-import { collectProcessMetrics, logLevelOf, ThrottledEvents } from "@geoquota/limiter/internal";
+import {
+  collectProcessMetrics,
+  keyPartHasher,
+  logLevelOf,
+  ThrottledEvents,
+} from "@geoquota/limiter/internal";
 import pino from "pino";
 import { Gauge, Registry } from "prom-client";
 import { Mesh } from "../transport/index.js";
@@ -79,12 +84,14 @@ export function policyResolver(config: RegionConfig, loaded?: PolicySet): Policy
   const ids = config.regions.map((r) => r.id);
   const policies = loaded ?? loadPolicies(config.policiesPath, ids);
   const cache = new Map<string, ReturnType<PolicyResolver["resolve"]>>();
+  // Keys come from Redis by their stored names: a policy naming a hashed key is found by its hash.
+  const hashPart = keyPartHasher(config);
   return {
     resolve(tenant, resource) {
       const k = quotaKey(tenant, resource);
       const hit = cache.get(k);
       if (hit) return hit;
-      const opts = { floorPpm: config.floorPpm };
+      const opts = { floorPpm: config.floorPpm, ...(hashPart !== undefined ? { names: { hashPart } } : {}) };
       const policy = resolvePolicy(policies, ids, config.region, tenant, resource, opts);
       const regions = ids.map((id) => {
         const p = resolvePolicy(policies, ids, id, tenant, resource, opts);
@@ -106,6 +113,7 @@ export async function startGossip(
   const log = options.logger ?? pino({ level: "silent" });
   const events = new ThrottledEvents(log);
   const tls = meshTls(config);
+  const hashPart = keyPartHasher(config);
   const policies = loadPolicies(
     config.policiesPath,
     config.regions.map((r) => r.id),
@@ -293,7 +301,12 @@ export async function startGossip(
       link: mesh,
       policies:
         rollout !== undefined
-          ? rolloutPolicyResolver(rollout, { region: config.region, regions: ids, floorPpm: config.floorPpm })
+          ? rolloutPolicyResolver(rollout, {
+              region: config.region,
+              regions: ids,
+              floorPpm: config.floorPpm,
+              ...(hashPart !== undefined ? { hashPart } : {}),
+            })
           : policyResolver(config, policies),
       ...(rollout !== undefined ? { rollout } : {}),
       metrics,

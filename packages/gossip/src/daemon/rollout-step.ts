@@ -415,11 +415,20 @@ export type EffectiveResolver = PolicyResolver;
  */
 export function rolloutPolicyResolver(
   step: RolloutStep,
-  where: { region: string; regions: readonly string[]; floorPpm?: number },
+  where: {
+    region: string;
+    regions: readonly string[];
+    floorPpm?: number;
+    /** The stored form of a key part (keyPartHasher): keys come from Redis by their stored names. */
+    hashPart?: (part: string) => string;
+  },
 ): EffectiveResolver {
   const cache = new Map<string, ReturnType<EffectiveResolver["resolve"]>>();
   let generation = -1;
-  const opts = where.floorPpm !== undefined ? { floorPpm: where.floorPpm } : {};
+  const opts = {
+    ...(where.floorPpm !== undefined ? { floorPpm: where.floorPpm } : {}),
+    ...(where.hashPart !== undefined ? { names: { hashPart: where.hashPart } } : {}),
+  };
   return {
     resolve(tenant, resource) {
       const sets = step.effectiveSets();
