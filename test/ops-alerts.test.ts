@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { loadPolicies, loadRegionConfig } from "@geoquota/config";
 import { startGossip } from "@geoquota/gossip";
 import { startRegionService } from "@geoquota/limiter";
-import { freePort, type RedisServer, startRedis } from "@geoquota/testkit";
+import { type RedisServer, startRedis } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 
@@ -84,15 +84,15 @@ describe("every metric the alerts and the dashboard query is exported", () => {
     redis = await startRedis();
     dir = mkdtempSync(join(tmpdir(), "gq-ops-"));
     const file = join(dir, "solo.json");
-    const gossipPort = await freePort();
     writeFileSync(
       file,
       JSON.stringify({
         region: "solo",
         listen: { host: "127.0.0.1", port: 0 },
         redis: { url: redis.url },
-        regions: [{ id: "solo", gossip: `127.0.0.1:${gossipPort}` }],
-        gossip: { listen: { host: "127.0.0.1", port: gossipPort }, plaintext: true },
+        // Port 0: bound, not picked beforehand (no peer needs to know it).
+        regions: [{ id: "solo", gossip: "127.0.0.1:0" }],
+        gossip: { listen: { host: "127.0.0.1", port: 0 }, plaintext: true },
         // Replicated policies (one region still rolls out): the daemon exports the rollout gauges.
         policy: { replicated: true },
         sharedSecret: "ops-test-shared-secret",

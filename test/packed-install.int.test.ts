@@ -27,7 +27,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort, type RedisServer, startRedis } from "@geoquota/testkit";
+import { type RedisServer, startRedis } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -221,7 +221,6 @@ await store.close(); redis.disconnect();`,
   });
 
   it("the installed CLI runs a region service that answers POST /v1/check", async () => {
-    const port = await freePort();
     writeFileSync(
       join(consumer, "policies.json"),
       JSON.stringify({
@@ -230,18 +229,37 @@ await store.close(); redis.disconnect();`,
       }),
     );
     const cfg = JSON.parse(readFileSync(join(root, "regions", "us-east.json"), "utf8"));
-    cfg.listen = { host: "127.0.0.1", port };
+    // Port 0: no port is picked for it to bind later; it reports the one it got.
+    cfg.listen = { host: "127.0.0.1", port: 0 };
     cfg.redis.url = redis.url;
     cfg.regions = [{ id: "us-east", gossip: "127.0.0.1:1" }];
     cfg.policiesFile = "policies.json";
     writeFileSync(join(consumer, "region.json"), JSON.stringify(cfg));
     const bin = join(consumer, "node_modules", ".bin", "geoquota");
-    child = spawn(bin, ["region", "--config", join(consumer, "region.json")], {
+    const started = spawn(bin, ["region", "--config", join(consumer, "region.json")], {
       cwd: consumer,
-      stdio: "ignore",
+      stdio: ["ignore", "ignore", "ignore", "ipc"],
+      env: { ...process.env, GQ_READY_IPC: "1" },
     });
-    const url = `http://127.0.0.1:${port}`;
+    child = started;
     const deadline = Date.now() + 60_000;
+    // The readiness message the local cluster's orchestrator reads (packages/cli/src/cluster/ready.ts).
+    const ready = await new Promise<{ listeners?: { http?: string } }>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error("installed region service never reported ready")),
+        60_000,
+      );
+      started.once("message", (m) => {
+        clearTimeout(timer);
+        resolve(m as { listeners?: { http?: string } });
+      });
+      started.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`installed region service exited (${code})`));
+      });
+    });
+    expect(ready.listeners?.http).toMatch(/^127\.0\.0\.1:\d+$/);
+    const url = `http://${ready.listeners!.http}`;
     for (;;) {
       const ok = await fetch(`${url}/healthz`).then(
         (r) => r.ok,

@@ -33,7 +33,11 @@ async function check(url: string, region: string, t0: number, out: Sample[]): Pr
   out.push({ region, sentMs, answeredMs, allowed, degraded: json.degraded === true, cost: allowed ? 1 : 0 });
 }
 
-/** Open-loop traffic: `perSecond` checks/s to one region for `durationMs`, ≤ 32 in flight. */
+/**
+ * Open-loop traffic: `perSecond` checks/s to one region for `durationMs`, ≤ 64
+ * in flight (answers that take long on a loaded machine must not throttle
+ * what is offered below the rate the test measures).
+ */
 async function drive(
   url: string,
   region: string,
@@ -47,7 +51,7 @@ async function drive(
   let sent = 0;
   while (performance.now() - start < durationMs) {
     const due = Math.floor(((performance.now() - start) / 1000) * perSecond);
-    while (sent < due && inflight.size < 32) {
+    while (sent < due && inflight.size < 64) {
       const p = check(url, region, t0, out).finally(() => inflight.delete(p));
       inflight.add(p);
       sent++;
@@ -80,12 +84,20 @@ describe("re-weighting on a real 3-region cluster", () => {
     const verdict = checkGlobalBound(samples, limit);
     expect(verdict.ok, JSON.stringify(verdict.worstInterval)).toBe(true);
 
-    // Hot region: admitted rate from 5 s on (answers inside [5 s, end]).
-    const hotAdmitted = samples.filter((s) => s.region === hot!.id && s.allowed);
-    const late = hotAdmitted.filter((s) => s.sentMs >= 5000);
-    const lateEnd = Math.max(...samples.map((s) => s.answeredMs));
-    const lateRate = late.length / ((lateEnd - 5000) / 1000);
+    // Hot region: admitted rate from 5 s on, over the checks sent in
+    // [5 s, end of sending]. Not up to the last answer: on a loaded machine
+    // answers trail the sending by up to seconds, and counting that tail as
+    // time in which nothing was admitted understated the rate.
+    const hotSent = samples.filter((s) => s.region === hot!.id && s.sentMs >= 5000);
+    const late = hotSent.filter((s) => s.allowed);
+    const lateSeconds = (durationMs - 5000) / 1000;
+    const lateRate = late.length / lateSeconds;
     const degraded = samples.filter((s) => s.degraded).length;
+    // The demand the rate is measured against was offered (3·r planned; at least r).
+    expect(
+      hotSent.length / lateSeconds,
+      "checks/s sent to the hot region from 5 s on",
+    ).toBeGreaterThanOrEqual(limit.refillPerSecond);
     expect(lateRate, `admitted/s from 5 s on; ${degraded} degraded answers`).toBeGreaterThanOrEqual(
       0.9 * limit.refillPerSecond,
     );

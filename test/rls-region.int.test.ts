@@ -9,7 +9,6 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { initFreshRegion } from "@geoquota/redis";
 import {
-  freePort,
   type ManagedProcess,
   type RedisServer,
   repoRoot,
@@ -45,8 +44,8 @@ beforeAll(async () => {
   redis = await startRedis();
   await initFreshRegion(redis.client());
   dir = mkdtempSync(join(tmpdir(), "gq-rls-"));
-  const [http, rls] = [await freePort(), await freePort()];
-  addr = `127.0.0.1:${rls}`;
+  // Port 0 for both listeners (no port is picked beforehand, so none can be taken in
+  // between): the region logs the address its RLS bound.
   writeFileSync(
     join(dir, "policies.json"),
     JSON.stringify({ default: { capacity: 5, refillPerSecond: 0.001 } }),
@@ -55,7 +54,7 @@ beforeAll(async () => {
     join(dir, "solo.json"),
     JSON.stringify({
       region: "solo",
-      listen: { host: "127.0.0.1", port: http },
+      listen: { host: "127.0.0.1", port: 0 },
       redis: { url: redis.url, timeoutMs: 200 },
       regions: [{ id: "solo", gossip: "127.0.0.1:1" }],
       gossip: { listen: { host: "127.0.0.1", port: 1 }, plaintext: true },
@@ -63,7 +62,7 @@ beforeAll(async () => {
       adminToken: "test-admin-token-0123456789",
       logLevel: "warn",
       rls: {
-        listen: { host: "127.0.0.1", port: rls },
+        listen: { host: "127.0.0.1", port: 0 },
         configs: [join(FIXTURES, "integration/basic.yaml"), join(FIXTURES, "integration/another.yaml")],
       },
     }),
@@ -74,6 +73,18 @@ beforeAll(async () => {
     "--config",
     join(dir, "solo.json"),
   ]);
+  await waitFor(
+    "the region's RLS address",
+    async () => {
+      const m = /rls listening on (\S+)/.exec(region.output());
+      if (m) addr = m[1]!;
+      return m !== null;
+    },
+    30_000,
+    100,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}\n${region.output()}`);
+  });
   await waitFor(
     "the region's RLS",
     async () => (await client(addr, ["-domain", "basic", "-d", "probe=x"]))[0]?.overall === "OK",

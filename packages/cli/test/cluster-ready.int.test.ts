@@ -28,11 +28,11 @@ function reporter(env: Record<string, string>) {
 }
 
 describe("readiness over IPC", () => {
-  it("a command started by the orchestrator reports ready once, then closes the channel", async () => {
+  it("a command started by the orchestrator reports ready once, with its addresses, then closes the channel", async () => {
     const { p, messages } = reporter({ [READY_IPC_ENV]: "1" });
-    await readySignal(p, "reporter", 60_000);
+    expect(await readySignal(p, "reporter", 60_000, ["http"])).toEqual({ http: "127.0.0.1:7000" });
     await waitFor("the channel closed", () => !p.child.connected, 10_000);
-    expect(messages).toEqual(["geoquota:ready"]);
+    expect(messages).toEqual([{ type: "geoquota:ready", listeners: { http: "127.0.0.1:7000" } }]);
     expect(p.child.exitCode).toBe(null);
   });
 
@@ -48,6 +48,15 @@ describe("readiness over IPC", () => {
     const p = child(`process.send("something else"); console.error("bad config"); process.exit(3);`);
     await expect(readySignal(p, "test child", 10_000)).rejects.toThrow(
       /test child: process exited:\n.*bad config/s,
+    );
+  });
+
+  it("rejects a ready message without a listener the orchestrator needs", async () => {
+    const p = child(
+      `process.send({ type: "geoquota:ready", listeners: { http: "127.0.0.1:1" } }); setInterval(() => {}, 1000);`,
+    );
+    await expect(readySignal(p, "test child", 10_000, ["http", "gossip"])).rejects.toThrow(
+      "test child: reported ready without gossip",
     );
   });
 

@@ -220,6 +220,9 @@ export const RegionConfigSchema = z
     });
     const eps = c.regions.map((r) => r.gossip);
     eps.forEach((e, i) => {
+      // Port 0 is no address: "not known yet", handed to the daemon by the
+      // local cluster's orchestrator once that peer has bound (gossip runGossip).
+      if (e.endsWith(":0")) return;
       if (eps.indexOf(e) !== i)
         ctx.addIssue({
           code: "custom",

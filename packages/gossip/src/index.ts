@@ -10,7 +10,13 @@ export {
   GossipDaemon,
   type PolicyResolver,
 } from "./daemon/daemon.js";
-export { policyResolver, type RunningGossip, runGossip, startGossip } from "./daemon/main.js";
+export {
+  policyResolver,
+  type RunGossipOptions,
+  type RunningGossip,
+  runGossip,
+  startGossip,
+} from "./daemon/main.js";
 export { createDaemonMetrics, type DaemonMetrics } from "./daemon/metrics.js";
 export { createRedisDaemonStore } from "./daemon/redis-port.js";
 export {

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type RegionConfig, loadRegionConfig } from "@geoquota/config";
 import { rotateIncarnation } from "@geoquota/redis";
-import { freePort, type RedisServer, repoRoot, startRedis, waitFor } from "@geoquota/testkit";
+import { type RedisServer, repoRoot, startRedis, waitFor } from "@geoquota/testkit";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
@@ -30,9 +30,11 @@ function capture(id: string): pino.Logger {
 }
 const events = (id: string, event: string) => (logs.get(id) ?? []).filter((l) => l.event === event);
 
+// Every listener on port 0 (no port picked before it is bound), the peers at
+// port 0 too ("not known yet"): each daemon is handed the others' addresses
+// once they listen (connectPeers), as the local cluster's orchestrator does.
 async function writeConfig(
   id: string,
-  ports: Record<string, number>,
   tls: Record<string, string> | undefined,
   redisUrl: string,
 ): Promise<RegionConfig> {
@@ -42,11 +44,11 @@ async function writeConfig(
     file,
     JSON.stringify({
       region: id,
-      listen: { host: "127.0.0.1", port: await freePort() },
+      listen: { host: "127.0.0.1", port: 0 },
       redis: { url: redisUrl },
-      regions: ids.map((r) => ({ id: r, gossip: `127.0.0.1:${ports[r]}` })),
+      regions: ids.map((r) => ({ id: r, gossip: "127.0.0.1:0" })),
       gossip: {
-        listen: { host: "127.0.0.1", port: ports[id] },
+        listen: { host: "127.0.0.1", port: 0 },
         round: { minMs: 100, maxMs: 200 },
         reconnect: { baseMs: 50, capMs: 200 },
         ...(tls ? { tls: paths } : { plaintext: true }),
@@ -60,18 +62,19 @@ async function writeConfig(
   return loadRegionConfig(file, {});
 }
 
-describe("gossip daemons over mutual TLS from region configs", () => {
-  const ports: Record<string, number> = {};
+/** Tells every daemon where the others listen. */
+function connectPeers(daemons: readonly RunningGossip[]): void {
+  for (const d of daemons)
+    for (const o of daemons) if (o !== d) d.setPeerAddress(o.mesh.self, `127.0.0.1:${o.mesh.port()}`);
+}
 
+describe("gossip daemons over mutual TLS from region configs", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "gq-gossip-tls-"));
     const script = join(repoRoot, "ops/gossip-certs.sh");
     execFileSync("bash", [script, join(dir, "certs"), ...ids], { stdio: "ignore" });
     execFileSync("bash", [script, join(dir, "rogue"), "us-east"], { stdio: "ignore" });
-    for (const id of ids) {
-      servers.push(await startRedis());
-      ports[id] = await freePort();
-    }
+    for (const _ of ids) servers.push(await startRedis());
   });
 
   afterAll(async () => {
@@ -86,7 +89,6 @@ describe("gossip daemons over mutual TLS from region configs", () => {
         // Relative paths: resolved against the config file's directory.
         writeConfig(
           id,
-          ports,
           { cert: `certs/${id}.crt`, key: `certs/${id}.key`, ca: "certs/ca.crt" },
           servers[i]!.url,
         ),
@@ -96,6 +98,7 @@ describe("gossip daemons over mutual TLS from region configs", () => {
     for (const [i, id] of ids.entries()) {
       running.push(await startGossip(configs[i]!, { logger: capture(id) }));
     }
+    connectPeers(running);
     const [eu, us] = running as [RunningGossip, RunningGossip];
     await waitFor("link up on both sides", () => eu.mesh.isUp("us-east") && us.mesh.isUp("eu-west"), 10_000);
     expect(events("eu-west", "gossip_link_up")).toEqual([
@@ -107,7 +110,7 @@ describe("gossip daemons over mutual TLS from region configs", () => {
 
     // A client that trusts the CA but has no certificate of its own is refused by the TLS layer.
     const refused = await new Promise<string>((resolve) => {
-      const ws = new WebSocket(`wss://127.0.0.1:${ports["us-east"]}`, {
+      const ws = new WebSocket(`wss://127.0.0.1:${us.mesh.port()}`, {
         ca: readFileSync(join(dir, "certs/ca.crt")),
       });
       ws.on("open", () => {
@@ -146,13 +149,13 @@ describe("gossip daemons over mutual TLS from region configs", () => {
     // eu-west (still running, trusting the good CA) dials us-east: a rogue us-east takes its place.
     const rogue = await writeConfig(
       "us-east",
-      ports,
       { cert: "rogue/us-east.crt", key: "rogue/us-east.key", ca: "rogue/ca.crt", tag: "-rogue" },
       servers[1]!.url,
     );
     const r = await startGossip(rogue, { logger: capture("rogue") });
     running.push(r);
     const eu = running[0]!;
+    connectPeers([eu, r]);
     await waitFor(
       "handshake failures on both sides",
       () =>
@@ -170,17 +173,16 @@ describe("gossip TLS files", () => {
   it("a missing certificate is an error naming the config field", async () => {
     const d = mkdtempSync(join(tmpdir(), "gq-gossip-nofile-"));
     try {
-      const port = await freePort();
       const file = join(d, "solo.json");
       writeFileSync(
         file,
         JSON.stringify({
           region: "solo",
-          listen: { host: "127.0.0.1", port: await freePort() },
+          listen: { host: "127.0.0.1", port: 0 },
           redis: { url: "redis://127.0.0.1:1" },
-          regions: [{ id: "solo", gossip: `127.0.0.1:${port}` }],
+          regions: [{ id: "solo", gossip: "127.0.0.1:0" }],
           gossip: {
-            listen: { host: "127.0.0.1", port },
+            listen: { host: "127.0.0.1", port: 0 },
             tls: { cert: "no.crt", key: "no.key", ca: "ca.crt" },
           },
           sharedSecret: "tls-test-shared-secret",

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadRegionConfig, type RegionConfig } from "@geoquota/config";
 import { readSnapshot } from "@geoquota/rollout";
-import { freePort, type RedisServer, startRedis, waitFor } from "@geoquota/testkit";
+import { type RedisServer, startRedis, waitFor } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningGossip, startGossip } from "../src/daemon/main.js";
 
@@ -18,21 +18,19 @@ const servers: RedisServer[] = [];
 const running: RunningGossip[] = [];
 const policies = (capacity: number) => ({ default: { capacity, refillPerSecond: 1 } });
 
-async function writeConfig(
-  id: string,
-  ports: Record<string, number>,
-  redisUrl: string,
-): Promise<RegionConfig> {
+// Port 0 everywhere (no port picked before it is bound); the daemons are
+// handed each other's addresses once they listen, as the orchestrator does.
+async function writeConfig(id: string, redisUrl: string): Promise<RegionConfig> {
   const file = join(dir, `${id}.json`);
   writeFileSync(
     file,
     JSON.stringify({
       region: id,
-      listen: { host: "127.0.0.1", port: await freePort() },
+      listen: { host: "127.0.0.1", port: 0 },
       redis: { url: redisUrl },
-      regions: ids.map((r) => ({ id: r, gossip: `127.0.0.1:${ports[r]}` })),
+      regions: ids.map((r) => ({ id: r, gossip: "127.0.0.1:0" })),
       gossip: {
-        listen: { host: "127.0.0.1", port: ports[id] },
+        listen: { host: "127.0.0.1", port: 0 },
         round: { minMs: 50, maxMs: 100 },
         reconnect: { baseMs: 50, capMs: 200 },
         plaintext: true,
@@ -61,11 +59,11 @@ afterAll(async () => {
 
 describe("replicated policies between two daemons", () => {
   it("seed, SIGHUP reload rolled out everywhere, a bad file refused, a wiped snapshot rewritten", async () => {
-    const ports: Record<string, number> = {};
-    for (const id of ids) ports[id] = await freePort();
-    const configs = await Promise.all(ids.map((id, i) => writeConfig(id, ports, servers[i]!.url)));
+    const configs = await Promise.all(ids.map((id, i) => writeConfig(id, servers[i]!.url)));
     expect(configs[0]!.policy).toEqual({ limiterStaleMs: 200, replicated: true });
     for (const c of configs) running.push(await startGossip(c));
+    for (const d of running)
+      for (const o of running) if (o !== d) d.setPeerAddress(o.mesh.self, `127.0.0.1:${o.mesh.port()}`);
     const redis = servers.map((s) => s.client());
     const snap = async (i: number) => {
       const s = await readSnapshot(redis[i]!);

@@ -10,3 +10,4 @@ export { collectProcessMetrics } from "./metrics.js";
 export type { LoanRecord, QuotaView } from "./types.js";
 export { rateLimitHeaders } from "./headers.js";
 export type { CompoundItem } from "./limiter.js";
+export { bindWithFallback, isAddressInUse, type ListenOptions, listenServer } from "./listen.js";

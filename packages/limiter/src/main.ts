@@ -15,6 +15,7 @@ import { RedisAuditLog } from "./admin-routes.js";
 import { type AppConfig, buildApp } from "./app.js";
 import { logLevelOf } from "./log-events.js";
 import type { Limiter } from "./limiter.js";
+import { bindWithFallback } from "./listen.js";
 import { collectProcessMetrics, createSetupDriftMetrics, type SetupDriftMetrics } from "./metrics.js";
 import { refuseWhileDrifting } from "./setup-drift.js";
 import {
@@ -55,6 +56,8 @@ export interface StartRegionOptions {
   /** Override `config.listen` (port 0 = any free port). */
   readonly host?: string;
   readonly port?: number;
+  /** See ListenOptions (listen.ts): a taken port is replaced by a free one; read `url` for it. */
+  readonly anyPortIfTaken?: boolean;
   /** Fastify/pino logger options; off by default. */
   readonly logger?: boolean | Record<string, unknown>;
   /** Log every request/response (config `logRequests`); off by default. */
@@ -197,7 +200,9 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
   const host = options.host ?? config.listen.host;
   const port = options.port ?? config.listen.port;
   try {
-    await app.listen({ host, port });
+    await bindWithFallback(port, (p) => app.listen({ host, port: p }), {
+      anyPortIfTaken: options.anyPortIfTaken === true,
+    });
   } catch (err) {
     await app.close();
     ownedRedis?.disconnect();
@@ -248,6 +253,8 @@ export interface RunRegionOptions {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** See StartRegionOptions.fresh: only for a Redis that never held geoquota state. */
   readonly fresh?: boolean;
+  /** See StartRegionOptions.anyPortIfTaken. */
+  readonly anyPortIfTaken?: boolean;
 }
 
 /** Loads `regions/<id>.json` and its policies file, connects the region's Redis, listens. */
@@ -265,6 +272,7 @@ export async function runRegion(configPath: string, options: RunRegionOptions = 
     logger: options.logger ?? { level: logLevelOf(config.logLevel, env), base: { region: config.region } },
     logRequests: config.logRequests,
     ...(options.fresh !== undefined ? { fresh: options.fresh } : {}),
+    ...(options.anyPortIfTaken !== undefined ? { anyPortIfTaken: options.anyPortIfTaken } : {}),
   });
   if (options.handleSignals ?? true) {
     const stop = () => {

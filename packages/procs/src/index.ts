@@ -3,7 +3,15 @@
 // on free loopback ports, tracked and stopped even on Ctrl-C. Used by the CLI
 // (`geoquota cluster`, demo, chaos, bench) and, through the test kit, by tests.
 export { findBinary, repoRoot } from "./binaries.js";
-export { freePort, freePorts, isLoopback } from "./ports.js";
+export {
+  bindRetrying,
+  candidatePort,
+  ephemeralRange,
+  freePort,
+  isLoopback,
+  listeningPorts,
+  PortTakenError,
+} from "./ports.js";
 export {
   livePids,
   type ManagedProcess,

@@ -1,9 +1,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { findBinary } from "./binaries.js";
-import { freePort } from "./ports.js";
+import { bindRetrying, PortTakenError } from "./ports.js";
 import { type ManagedProcess, spawnManaged } from "./processes.js";
 import { waitFor } from "./wait.js";
 
@@ -33,6 +34,8 @@ export interface StartRedisOptions {
   host?: string;
   /** Extra `redis-server` arguments, e.g. `["--maxmemory", "64mb"]`. */
   args?: readonly string[];
+  /** Where candidate ports come from (default `candidatePort`); tests of the retry pass taken ones. */
+  pickPort?: () => number;
 }
 
 /**
@@ -66,6 +69,41 @@ interface Launched {
   readonly dir: string;
 }
 
+/**
+ * The process id of the Redis server on host:port (INFO server, inline
+ * protocol, one short-lived socket): null while it is loading or refuses;
+ * throws when nothing answers within `timeoutMs` (whatever else holds the
+ * port must not hang the wait) or the connection fails.
+ */
+function redisPid(host: string, port: number, timeoutMs = 2000): Promise<number | null> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host, port });
+    let text = "";
+    const finish = (err: Error | null, pid: number | null = null) => {
+      clearTimeout(timer);
+      socket.destroy();
+      if (err) reject(err);
+      else resolve(pid);
+    };
+    const timer = setTimeout(
+      () => finish(new Error(`no answer on ${host}:${port} within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    socket.once("error", (err) => finish(err));
+    socket.once("connect", () => socket.write("INFO server\r\n"));
+    socket.on("data", (chunk: Buffer) => {
+      text += chunk.toString("utf8");
+      if (text.startsWith("-")) return finish(null); // -LOADING and the like: not yet
+      const m = /process_id:(\d+)/.exec(text);
+      if (m) finish(null, Number(m[1]));
+    });
+    socket.once("end", () => finish(new Error(`${host}:${port} closed the connection`)));
+  });
+}
+
+// A start on a loaded 2-core machine can take seconds; this is only the bound for a hung one.
+const startTimeoutMs = 30_000;
+
 async function launch(host: string, port: number, args: readonly string[]): Promise<Launched> {
   const dir = scratchDir();
   // `--dir` first: a caller's own `--dir` in `args` (a cluster's nodes directory) comes later and wins.
@@ -88,52 +126,64 @@ async function launch(host: string, port: number, args: readonly string[]): Prom
     "warning",
     ...args,
   ]);
-  const probe = new Redis({
-    host,
-    port,
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  probe.on("error", () => {});
+  // redis-server cannot bind port 0: it is given a port, and exits when that
+  // is taken. Polled by hand (not waitFor, which would keep polling a process
+  // that already exited): an exit ends the wait at once.
+  const exited = () => proc.child.exitCode !== null || proc.child.signalCode !== null;
+  const exitError = () =>
+    /Address already in use/i.test(proc.output())
+      ? new PortTakenError(port, proc.output().trim().split("\n")[0] ?? "")
+      : new Error(`redis-server exited: ${proc.output().trim()}`);
+  const deadline = Date.now() + startTimeoutMs;
   try {
-    await waitFor(`redis-server on ${host}:${port}`, async () => {
-      if (proc.child.exitCode !== null) throw new Error(`redis-server exited: ${proc.output().trim()}`);
-      if (probe.status !== "ready") {
-        probe.disconnect();
-        await probe.connect();
+    for (;;) {
+      if (exited()) throw exitError();
+      let lastError: unknown;
+      try {
+        const pid = await redisPid(host, port);
+        // The server answering must be ours, not one that took the port first
+        // (ours then exits on the bind): its process id says so.
+        if (pid === proc.pid) break;
+        await Promise.race([proc.exited, new Promise((r) => setTimeout(r, 5000))]);
+        throw exited()
+          ? exitError()
+          : new PortTakenError(port, `answered by another redis-server (pid ${pid})`);
+      } catch (err) {
+        if (exited()) throw exitError();
+        if (err instanceof PortTakenError) throw err;
+        lastError = err;
       }
-      return (await probe.ping()) === "PONG";
-    });
+      if (Date.now() > deadline) {
+        const why = lastError instanceof Error ? `: ${lastError.message}` : "";
+        throw new Error(
+          `timed out after ${startTimeoutMs} ms waiting for redis-server on ${host}:${port}${why}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
   } catch (err) {
     await proc.stop();
     removeScratch(dir);
     throw err;
-  } finally {
-    probe.disconnect();
   }
   return { proc, dir };
 }
 
 /**
  * Starts a `redis-server` with no persistence on a free loopback port and
- * waits until it answers PING. Retries on a port race.
+ * waits until it answers PING (as itself: its process id). The port is one
+ * below the ephemeral range (no outgoing connection can take it, so a restart
+ * on it is safe too), and another is tried when a bind finds it taken.
  */
 export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
   const host = options.host ?? "127.0.0.1";
   const args = options.args ?? [];
-  let proc: Launched | undefined;
-  let port = 0;
-  let lastError: unknown;
-  for (let attempt = 0; attempt < 5 && !proc; attempt++) {
-    port = await freePort(host);
-    try {
-      proc = await launch(host, port, args);
-    } catch (err) {
-      lastError = err;
-    }
-  }
-  if (!proc) throw lastError instanceof Error ? lastError : new Error("startRedis failed");
+  const { port, launched: proc } = await bindRetrying(
+    `redis-server on ${host}`,
+    async (p) => ({ port: p, launched: await launch(host, p, args) }),
+    20,
+    options.pickPort,
+  );
   let current = proc.proc;
   let dir = proc.dir;
   const clients = new Set<Redis>();

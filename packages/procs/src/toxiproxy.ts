@@ -1,6 +1,6 @@
 import { type Proxy as ToxiProxy, Toxiproxy } from "toxiproxy-node-client";
 import { findBinary } from "./binaries.js";
-import { freePort } from "./ports.js";
+import { bindRetrying, freePort, listeningPorts, PortTakenError } from "./ports.js";
 import { type ManagedProcess, spawnManaged } from "./processes.js";
 import { waitFor } from "./wait.js";
 
@@ -14,51 +14,88 @@ export interface ToxiproxyServer {
    * `upstream` (`host:port`). Returns the proxy and its listen port.
    */
   proxy(name: string, upstream: string): Promise<{ proxy: ToxiProxy; port: number; listen: string }>;
+  /** Points proxy `name` at another upstream (`host:port`), keeping its listen address and state. */
+  setUpstream(name: string, upstream: string): Promise<void>;
   /** Removes every toxic and re-enables every proxy (between tests). */
   reset(): Promise<void>;
   stop(): Promise<void>;
 }
 
+/**
+ * The HTTP API's port: the server binds port 0 itself and the port is read
+ * from /proc (no port handed over, none to lose). Where /proc is not readable
+ * a free port is picked and tried, as before (a start that loses it retries).
+ */
+async function launch(binary: string, host: string): Promise<{ proc: ManagedProcess; port: number }> {
+  const viaProc = listeningPorts(process.pid) !== undefined;
+  const picked = viaProc ? 0 : await freePort(host);
+  const proc = spawnManaged(binary, ["-host", host, "-port", String(picked)]);
+  let port = picked;
+  try {
+    await waitFor(`toxiproxy on ${host}`, async () => {
+      if (proc.child.exitCode !== null) throw new Error(`toxiproxy exited: ${proc.output().trim()}`);
+      if (viaProc) {
+        // Its only listener until proxies are made: the API.
+        const ports = listeningPorts(proc.pid) ?? [];
+        if (ports.length !== 1) return false;
+        port = ports[0]!;
+      }
+      const res = await fetch(`http://${host}:${port}/version`);
+      return res.ok;
+    });
+  } catch (err) {
+    await proc.stop();
+    throw err;
+  }
+  return { proc, port };
+}
+
 /** Starts the real Toxiproxy server (never a stand-in) on a free loopback port. */
 export async function startToxiproxy(host = "127.0.0.1"): Promise<ToxiproxyServer> {
   const binary = findBinary("toxiproxy-server");
-  let proc: ManagedProcess | undefined;
-  let port = 0;
+  let started: { proc: ManagedProcess; port: number } | undefined;
   let lastError: unknown;
-  for (let attempt = 0; attempt < 5 && !proc; attempt++) {
-    port = await freePort(host);
-    const p = spawnManaged(binary, ["-host", host, "-port", String(port)]);
+  for (let attempt = 0; attempt < 5 && !started; attempt++) {
     try {
-      await waitFor(`toxiproxy on ${host}:${port}`, async () => {
-        if (p.child.exitCode !== null) throw new Error(`toxiproxy exited: ${p.output().trim()}`);
-        const res = await fetch(`http://${host}:${port}/version`);
-        return res.ok;
-      });
-      proc = p;
+      started = await launch(binary, host);
     } catch (err) {
       lastError = err;
-      await p.stop();
     }
   }
-  if (!proc) throw lastError instanceof Error ? lastError : new Error("startToxiproxy failed");
-  const url = `http://${host}:${port}`;
+  if (!started) throw lastError instanceof Error ? lastError : new Error("startToxiproxy failed");
+  const url = `http://${host}:${started.port}`;
   const api = new Toxiproxy(url);
-  const managed = proc;
+  const managed = started.proc;
   return {
     url,
     api,
     process: managed,
     async proxy(name, upstream) {
-      for (let attempt = 0; ; attempt++) {
-        const listenPort = await freePort(host);
+      // Not port 0: a proxy disabled and enabled again (a cut link) re-binds
+      // its listen address, so it gets a port outside the ephemeral range,
+      // which no outgoing connection can take meanwhile; Toxiproxy binds it
+      // at once and says so when it is taken, and another is tried.
+      return await bindRetrying(`toxiproxy proxy ${name}`, async (listenPort) => {
         const listen = `${host}:${listenPort}`;
-        try {
-          const proxy = await api.createProxy({ name, listen, upstream });
-          return { proxy, port: listenPort, listen };
-        } catch (err) {
-          if (attempt >= 4) throw err;
+        // By hand: the client drops the server's error body, which names the taken port.
+        const res = await fetch(`${url}/proxies`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ name, listen, upstream, enabled: true }),
+        });
+        const text = await res.text();
+        if (!res.ok) {
+          if (/address already in use/i.test(text)) throw new PortTakenError(listenPort, text);
+          throw new Error(
+            `toxiproxy: creating proxy ${name} (${listen} → ${upstream}): ${res.status} ${text}`,
+          );
         }
-      }
+        return { proxy: await api.get(name), port: listenPort, listen };
+      });
+    },
+    async setUpstream(name, next) {
+      const p = await api.get(name);
+      await p.update({ enabled: p.enabled, listen: p.listen, upstream: next });
     },
     async reset() {
       await api.reset();

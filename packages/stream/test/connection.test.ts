@@ -63,7 +63,9 @@ describe("per-connection caps", () => {
       tenant: "cust_x",
       frameBytes: 512,
       bytesPerSecond: Number.POSITIVE_INFINITY,
-      durationMs: 4000,
+      // Ends as soon as every frame is delivered (≈ 1.5 s of refill); the
+      // bound is only for a hang, with room for a loaded machine.
+      durationMs: 30_000,
       stopAfterFrames: frames,
       doneWhen: () => rec.delivered.length >= frames,
     });
@@ -179,22 +181,30 @@ describe("ordering, refusals, metrics", () => {
   it("metrics: paused gauge while held, pause histogram, admitted bytes and frames by tenant class", async () => {
     const registry = new Registry();
     const rec = new Recorder();
+    // 1 KiB/s: the 3 KiB beyond the burst hold the connection paused ~3 s, long
+    // enough that waiting for the pause (below) cannot miss it on a loaded machine.
     const s = await start({
-      policies: streamPolicies({ bytes: { capacity: 1024, refillPerSecond: 4096 }, frames: wide }, [
-        { tenant: "cust_gold", resource: "stream_bytes", capacity: 1024, refillPerSecond: 4096 },
+      policies: streamPolicies({ bytes: { capacity: 1024, refillPerSecond: 1024 }, frames: wide }, [
+        { tenant: "cust_gold", resource: "stream_bytes", capacity: 1024, refillPerSecond: 1024 },
       ]),
       registry,
       connectionShare: 1,
       onFrame: rec.onFrame,
     });
     const gold = await open(s.url, "cust_gold");
-    for (let i = 0; i < 8; i++) gold.send(framePayload(i, 512)); // 4 KiB: 1 KiB burst, then ~0.75 s of refill
-    await sleep(150);
-    expect(await registry.getSingleMetricAsString("geoquota_stream_paused_connections")).toMatch(/ 1$/m);
+    for (let i = 0; i < 8; i++) gold.send(framePayload(i, 512)); // 4 KiB: 1 KiB burst, then ~3 s of refill
+    // Not a fixed sleep: on a loaded machine the frames may not even be read
+    // within it. The pause is waited for (it lasts seconds, see above).
+    const pausedGauge = async () =>
+      await registry.getSingleMetricAsString("geoquota_stream_paused_connections");
+    const deadline = performance.now() + 20_000;
+    while (!/ 1$/m.test(await pausedGauge()) && performance.now() < deadline) await sleep(10);
+    expect(await pausedGauge()).toMatch(/ 1$/m);
     const other = await open(s.url, "cust_plain");
     other.send(framePayload(0, 100));
     while (rec.delivered.length < 9) await sleep(20);
-    await sleep(20);
+    // The gauge drops when the held frame is let through, not necessarily before its delivery.
+    while (!/ 0$/m.test(await pausedGauge()) && performance.now() < deadline + 20_000) await sleep(10);
     const text = await registry.metrics();
     expect(text).toMatch(/geoquota_stream_paused_connections 0$/m);
     expect(text).toContain('geoquota_stream_admitted_bytes_total{tenant_class="cust_gold"} 4096');

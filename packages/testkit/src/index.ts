@@ -4,8 +4,8 @@
 // test files share (redis-fixture.ts, policy-fixture.ts), and is never a dependency of a shipped
 // package.
 export {
+  candidatePort,
   findBinary,
-  freePort,
   isLoopback,
   livePids,
   type ManagedProcess,

@@ -5,9 +5,17 @@
 //
 // Start order (what `geoquota cluster --json` waits for before its line):
 // the Redis servers (and Toxiproxy) at once; each Redis marked fresh; then all
-// six node processes at once (the bundled CLI, dist/bundle/); each reports
-// over IPC when it serves (ready.ts) and is then confirmed by one request:
-// limiter /readyz 200 (its Redis answers), gossip daemon /healthz 200.
+// six node processes at once (the bundled CLI, dist/bundle/); each binds port
+// 0 and reports over IPC the addresses it got once it serves (ready.ts), and
+// is then confirmed by one request: limiter /readyz 200 (its Redis answers),
+// gossip daemon /healthz 200. No port is picked here for a child to bind
+// later (another process could take it in between). The daemons learn each
+// other's gossip addresses only then: the orchestrator makes the gossip
+// proxies (with Toxiproxy), hands each daemon its peers over IPC, and
+// rewrites every region's config file with the real addresses, so the files
+// describe the running cluster (`policy --config` reads them) and a restarted
+// process binds the port it had (or, if that was taken meanwhile, another:
+// the peers and proxies are pointed at it again).
 // Nothing waits for gossip links: they come up within a round or two.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { get } from "node:http";
@@ -18,7 +26,6 @@ import { loadPolicies } from "@geoquota/config";
 import { initFreshRegion } from "@geoquota/limiter";
 import { seedSnapshot } from "@geoquota/rollout";
 import {
-  freePorts,
   type ManagedProcess,
   type RedisServer,
   repoRoot,
@@ -31,7 +38,7 @@ import {
 import { type ClusterLogs, clusterLogs, type LogSink } from "./logs.js";
 import { dialPairs, gossipProxiesOf, gossipProxyName, redisProxyName, regionIds } from "./ids.js";
 import { setProxiesEnabled } from "./proxies.js";
-import { READY_IPC_ENV, readySignal } from "./ready.js";
+import { type Listeners, READY_IPC_ENV, readySignal, sendPeers } from "./ready.js";
 
 export interface ClusterOptions {
   regions?: number;
@@ -86,6 +93,13 @@ export interface Cluster {
   /** Cuts (false) or heals (true) every gossip link of a region (needs toxiproxy). */
   setGossipLinks(id: string, enabled: boolean): Promise<void>;
   restartLimiter(id: string, opts?: { kill?: boolean }): Promise<void>;
+  /** Stops (or SIGKILLs) a region's limiter and leaves it down. */
+  stopLimiter(id: string, opts?: { kill?: boolean }): Promise<void>;
+  /**
+   * Starts the limiter of a region whose limiter is down: on its port, or on
+   * another if that was taken meanwhile (`url` then says where).
+   */
+  startLimiter(id: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -126,13 +140,20 @@ function httpOk(url: string): Promise<boolean> {
 const startTimeoutMs = 120_000;
 
 /**
- * Waits for a process the orchestrator started to report that it serves
- * (ready.ts), then for `url` to answer 2xx: the same condition as before the
- * signal existed, now usually met by the first request instead of by polling.
+ * Waits for a process the orchestrator started to report that it serves and
+ * where (ready.ts), then for `path` on its `http` listener to answer 2xx: the
+ * same condition as before the signal existed, now usually met by the first
+ * request instead of by polling. Resolves with the reported listeners.
  */
-async function waitUp(url: string, what: string, proc: ManagedProcess): Promise<void> {
+async function waitUp(
+  path: string,
+  what: string,
+  proc: ManagedProcess,
+  required: readonly string[],
+): Promise<Listeners> {
   const deadline = Date.now() + startTimeoutMs;
-  await readySignal(proc, what, startTimeoutMs);
+  const listeners = await readySignal(proc, what, startTimeoutMs, ["http", ...required]);
+  const url = `http://${listeners.http}${path}`;
   await waitFor(
     what,
     async () => {
@@ -143,6 +164,22 @@ async function waitUp(url: string, what: string, proc: ManagedProcess): Promise<
     Math.max(deadline - Date.now(), 1000),
     50,
   );
+  return listeners;
+}
+
+/** The port of a `host:port` (IPv6 in brackets). */
+function portOf(endpoint: string): number {
+  return Number(endpoint.slice(endpoint.lastIndexOf(":") + 1));
+}
+
+/** Where a process listens that has not bound yet: port 0, the kernel picks. */
+const UNBOUND = "127.0.0.1:0";
+
+interface Addresses {
+  /** Limiter HTTP, gossip mesh, gossip daemon HTTP (`host:port`; UNBOUND before the first start). */
+  http: string;
+  gossip: string;
+  gossipHttp: string;
 }
 
 export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
@@ -199,26 +236,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         c.disconnect();
       }),
     );
-    // Picked once the servers hold theirs, all distinct (the services do not
-    // retry on a race).
-    const picked = await freePorts(3 * ids.length);
-    const ports = ids.map((_, i) => ({
-      http: picked[3 * i]!,
-      gossip: picked[3 * i + 1]!,
-      gossipHttp: picked[3 * i + 2]!,
-    }));
-    const gossipEndpoint = new Map<string, string>();
-    for (const [i, id] of ids.entries()) gossipEndpoint.set(id, `127.0.0.1:${ports[i]!.gossip}`);
-    // What each region dials for each peer, and the Redis URL its limiter uses.
-    const dialTarget = new Map<string, string>(); // `${dialer}>${acceptor}` → host:port
+    // Redis proxies first: a limiter's config names its Redis. The gossip
+    // proxies need the daemons' real addresses, so they come after them.
     const redisTarget = new Map<string, string>();
     if (toxi) {
-      for (const [a, b] of dialPairs(ids)) {
-        const name = gossipProxyName(a, b);
-        const { listen } = await toxi.proxy(name, gossipEndpoint.get(b)!);
-        dialTarget.set(`${a}>${b}`, listen);
-        proxies.push(name);
-      }
       for (const [i, id] of ids.entries()) {
         const name = redisProxyName(id);
         const { listen } = await toxi.proxy(name, `127.0.0.1:${redis[i]!.port}`);
@@ -226,26 +247,35 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         proxies.push(name);
       }
     }
+    const addresses = new Map<string, Addresses>(
+      ids.map((id) => [id, { http: UNBOUND, gossip: UNBOUND, gossipHttp: UNBOUND }]),
+    );
+    const addr = (id: string) => addresses.get(id)!;
+    // What each region dials for each peer: its proxy, or the peer's own address.
+    const dialTarget = new Map<string, string>(); // `${dialer}>${acceptor}` → host:port
+    const peerAddress = (self: string, peer: string) =>
+      dialTarget.get(`${self}>${peer}`) ?? addr(peer).gossip;
+    const peersOf = (self: string): Record<string, string> =>
+      Object.fromEntries(ids.filter((p) => p !== self).map((p) => [p, peerAddress(self, p)]));
     const adminTokens = new Map<string, string>();
-    for (const [i, id] of ids.entries()) {
+    const configPathOf = (id: string) => join(dir, `${id}.json`);
+    // Written before the first start (every port 0) and again whenever an
+    // address is learned or moves: the file is what a restarted process reads.
+    const writeConfig = (i: number, id: string) => {
+      const a = addr(id);
       const base: Record<string, unknown> = {
         region: id,
-        listen: { host: "127.0.0.1", port: ports[i]!.http },
+        listen: { host: "127.0.0.1", port: portOf(a.http) },
         // A local cluster shares a small machine with its own traffic (and,
         // in tests, with other test files): a 50 ms Redis timeout would open
         // the breaker on scheduling noise, so local clusters allow 200 ms.
         redis: { url: redisTarget.get(id) ?? redis[i]!.url, timeoutMs: 200 },
         breaker: { failureThreshold: 10, openMs: 500 },
-        regions: ids.map((peer) => ({
-          id: peer,
-          gossip:
-            peer === id
-              ? gossipEndpoint.get(id)!
-              : (dialTarget.get(`${id}>${peer}`) ?? gossipEndpoint.get(peer)!),
-        })),
+        // Port 0: not known yet (the daemon is handed it over IPC).
+        regions: ids.map((peer) => ({ id: peer, gossip: peer === id ? a.gossip : peerAddress(id, peer) })),
         gossip: {
-          listen: { host: "127.0.0.1", port: ports[i]!.gossip },
-          http: { host: "127.0.0.1", port: ports[i]!.gossipHttp },
+          listen: { host: "127.0.0.1", port: portOf(a.gossip) },
+          http: { host: "127.0.0.1", port: portOf(a.gossipHttp) },
           // Loopback links: redial fast so a healed link is back within a round.
           reconnect: { baseMs: 50, capMs: 500 },
           // A local cluster's links never leave 127.0.0.1: plaintext, said
@@ -267,15 +297,25 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       if (mergedGossip.tls !== undefined) delete mergedGossip.plaintext;
       // The admin token as the JSON line reports it (a `{ env }` reference is not printed).
       if (typeof merged.adminToken === "string") adminTokens.set(id, merged.adminToken);
-      const configPath = join(dir, `${id}.json`);
-      writeFileSync(configPath, `${JSON.stringify(merged, null, 2)}\n`);
+      writeFileSync(configPathOf(id), `${JSON.stringify(merged, null, 2)}\n`);
+    };
+    const writeConfigs = () => {
+      for (const [i, id] of ids.entries()) writeConfig(i, id);
+    };
+    writeConfigs();
+    for (const [i, id] of ids.entries()) {
+      const a = addr(id);
       regions.push({
         id,
-        url: `http://127.0.0.1:${ports[i]!.http}`,
+        get url() {
+          return `http://${a.http}`;
+        },
         redis: redis[i]!.url,
         redisServer: redis[i]!,
-        gossipUrl: `http://127.0.0.1:${ports[i]!.gossipHttp}`,
-        configPath,
+        get gossipUrl() {
+          return `http://${a.gossipHttp}`;
+        },
+        configPath: configPathOf(id),
         limiter: undefined as unknown as ManagedProcess,
         gossip: undefined as unknown as ManagedProcess,
       });
@@ -289,16 +329,34 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       logs?.attach(`${r.id}-${role === "region" ? "limiter" : "gossip"}`, proc);
       return proc;
     };
+    const limiterUp = async (r: ClusterRegion) => {
+      const l = await waitUp("/readyz", `limiter ${r.id} ready`, r.limiter, []);
+      addr(r.id).http = l.http!;
+    };
+    /** Records a daemon's addresses; true when its gossip address moved. */
+    const gossipUp = async (r: ClusterRegion): Promise<boolean> => {
+      const l = await waitUp("/healthz", `gossip ${r.id} up`, r.gossip, ["gossip"]);
+      const a = addr(r.id);
+      const moved = a.gossip !== l.gossip;
+      a.gossip = l.gossip!;
+      a.gossipHttp = l.http!;
+      return moved;
+    };
     for (const r of regions) {
       r.limiter = spawnRole("region", r);
       r.gossip = spawnRole("gossip", r);
     }
-    await Promise.all(
-      regions.flatMap((r) => [
-        waitUp(`${r.url}/readyz`, `limiter ${r.id} ready`, r.limiter),
-        waitUp(`${r.gossipUrl}/healthz`, `gossip ${r.id} up`, r.gossip),
-      ]),
-    );
+    await Promise.all(regions.flatMap((r) => [limiterUp(r), gossipUp(r)]));
+    if (toxi) {
+      for (const [a, b] of dialPairs(ids)) {
+        const name = gossipProxyName(a, b);
+        const { listen } = await toxi.proxy(name, addr(b).gossip);
+        dialTarget.set(`${a}>${b}`, listen);
+        proxies.push(name);
+      }
+    }
+    for (const r of regions) sendPeers(r.gossip, peersOf(r.id));
+    writeConfigs();
     const find = (id: string) => {
       const r = regions.find((x) => x.id === id);
       if (!r) throw new Error(`no region ${id}`);
@@ -317,7 +375,39 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         throw new Error(`gossip daemon of ${id} is still running`);
       }
       r.gossip = spawnRole("gossip", r);
-      await waitUp(`${r.gossipUrl}/healthz`, `gossip ${r.id} up`, r.gossip);
+      const moved = await gossipUp(r);
+      // It binds the port it had; only if that was taken meanwhile did it
+      // take another, and whoever dials it is pointed there.
+      if (moved) {
+        if (toxi) {
+          const acceptorOf = dialPairs(ids).filter(([, b]) => b === id);
+          await Promise.all(
+            acceptorOf.map(([a, b]) => toxi!.setUpstream(gossipProxyName(a, b), addr(b).gossip)),
+          );
+        } else {
+          for (const other of regions)
+            if (other.id !== id) sendPeers(other.gossip, { [id]: addr(id).gossip });
+        }
+      }
+      // Its file may predate a peer's move (several restarted at once).
+      sendPeers(r.gossip, peersOf(id));
+      writeConfigs();
+    };
+    const stopLimiter = async (id: string, opts: { kill?: boolean } = {}) => {
+      const r = find(id);
+      if (opts.kill) {
+        r.limiter.child.kill("SIGKILL");
+        await r.limiter.exited;
+      } else await r.limiter.stop();
+    };
+    const startLimiter = async (id: string) => {
+      const r = find(id);
+      if (r.limiter.child.exitCode === null && r.limiter.child.signalCode === null) {
+        throw new Error(`limiter of ${id} is still running`);
+      }
+      r.limiter = spawnRole("region", r);
+      await limiterUp(r);
+      writeConfigs();
     };
     return {
       regions,
@@ -376,14 +466,11 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         await setProxiesEnabled(toxi.api, gossipProxiesOf(ids, id), enabled);
       },
       async restartLimiter(id, opts = {}) {
-        const r = find(id);
-        if (opts.kill) {
-          r.limiter.child.kill("SIGKILL");
-          await r.limiter.exited;
-        } else await r.limiter.stop();
-        r.limiter = spawnRole("region", r);
-        await waitUp(`${r.url}/readyz`, `limiter ${r.id} ready`, r.limiter);
+        await stopLimiter(id, opts);
+        await startLimiter(id);
       },
+      stopLimiter,
+      startLimiter,
       stop: stopAll,
     };
   } catch (err) {

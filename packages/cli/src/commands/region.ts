@@ -1,7 +1,7 @@
 import { loadRegionConfig } from "@geoquota/config";
 import { runRegion } from "@geoquota/limiter";
 import { startRegionRls } from "@geoquota/rls";
-import { reportReady } from "../cluster/ready.js";
+import { reportReady, startedByOrchestrator } from "../cluster/ready.js";
 
 /**
  * `geoquota region --config F`: the region's limiter service, and its Envoy rate limit
@@ -10,7 +10,11 @@ import { reportReady } from "../cluster/ready.js";
 export async function run(opts: Record<string, unknown>): Promise<number> {
   const path = String(opts.config);
   const config = loadRegionConfig(path);
-  const service = await runRegion(path, { handleSignals: false });
+  // Started by the orchestrator, which reads the address back: a taken port is replaced.
+  const service = await runRegion(path, {
+    handleSignals: false,
+    anyPortIfTaken: startedByOrchestrator(),
+  });
   const rls = await startRegionRls(config, service.limiter).catch(async (err: unknown) => {
     await service.close();
     throw err;
@@ -26,6 +30,9 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
-  reportReady();
+  reportReady({
+    http: new URL(service.url).host,
+    ...(rls !== undefined ? { rls: rls.server.address } : {}),
+  });
   return 0;
 }

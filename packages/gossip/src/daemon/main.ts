@@ -31,6 +31,7 @@ import {
 } from "@geoquota/rollout";
 import {
   collectProcessMetrics,
+  listenServer,
   keyPartHasher,
   logLevelOf,
   ThrottledEvents,
@@ -48,6 +49,13 @@ export interface RunningGossip {
   readonly daemon: GossipDaemon;
   readonly mesh: Mesh;
   readonly httpPort: number;
+  readonly httpHost: string;
+  /**
+   * Gives a peer's gossip address (`host:port`): one the config left at port 0
+   * (not known when this daemon started), or one that moved (a restarted peer
+   * that had to take another port).
+   */
+  setPeerAddress(peer: string, endpoint: string): void;
   /** Present when policies are replicated (config policy.replicated). */
   readonly rollout: RolloutStep | undefined;
   /**
@@ -108,7 +116,13 @@ export function policyResolver(config: RegionConfig, loaded?: PolicySet): Policy
 /** Starts the daemon for a loaded config; used by the CLI and by tests in-process. */
 export async function startGossip(
   config: RegionConfig,
-  options: { httpPort?: number; httpHost?: string; logger?: pino.Logger } = {},
+  options: {
+    httpPort?: number;
+    httpHost?: string;
+    logger?: pino.Logger;
+    /** See ListenOptions (limiter listen.ts): both listeners take a free port when theirs is taken. */
+    anyPortIfTaken?: boolean;
+  } = {},
 ): Promise<RunningGossip> {
   const log = options.logger ?? pino({ level: "silent" });
   const events = new ThrottledEvents(log);
@@ -253,11 +267,15 @@ export async function startGossip(
       },
     });
   }
+  const peerUrl = (endpoint: string) => `${tls ? "wss" : "ws"}://${endpoint}`;
   const mesh = new Mesh(
     {
       self: config.region,
-      listen: config.gossip.listen,
-      peers: peers.map((p) => ({ id: p.id, url: `${tls ? "wss" : "ws"}://${p.gossip}` })),
+      listen: { ...config.gossip.listen, anyPortIfTaken: options.anyPortIfTaken === true },
+      // A peer at port 0 is not known yet: setPeerAddress gives it later.
+      peers: peers.map((p) =>
+        p.gossip.endsWith(":0") ? { id: p.id } : { id: p.id, url: peerUrl(p.gossip) },
+      ),
       secret: config.sharedSecret,
       ...(tls ? { tls } : {}),
       frameBytesMax: config.gossip.frameBytesMax,
@@ -366,12 +384,20 @@ export async function startGossip(
     }
     send(404, '{"error":"not found"}');
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.httpPort ?? 0, options.httpHost ?? "127.0.0.1", () => resolve());
-  });
-  const address = server.address();
-  const httpPort = address && typeof address === "object" ? address.port : 0;
+  const httpHost = options.httpHost ?? "127.0.0.1";
+  let httpPort: number;
+  try {
+    httpPort = await listenServer(server, httpHost, options.httpPort ?? 0, {
+      anyPortIfTaken: options.anyPortIfTaken === true,
+    });
+  } catch (err) {
+    recovery.stop();
+    await running.stop();
+    await mesh.stop();
+    await store.close();
+    redis.disconnect();
+    throw err;
+  }
   const reloadPolicies = async (): Promise<{ ok: boolean; message: string }> => {
     let raw: unknown;
     try {
@@ -400,8 +426,12 @@ export async function startGossip(
     daemon: running,
     mesh,
     httpPort,
+    httpHost,
     rollout,
     reloadPolicies,
+    setPeerAddress(peer, endpoint) {
+      mesh.setPeerUrl(peer, peerUrl(endpoint));
+    },
     async close() {
       await new Promise<void>((r) => server.close(() => r()));
       recovery.stop();
@@ -413,20 +443,43 @@ export async function startGossip(
   };
 }
 
-/**
- * The process entry: runs until SIGINT/SIGTERM. `onStarted` runs once the
- * daemon serves (its HTTP server listens), e.g. to report readiness.
- */
-export async function runGossip(configPath: string, options: { onStarted?: () => void } = {}): Promise<void> {
+export interface RunGossipOptions {
+  /**
+   * Runs once the daemon serves (both listeners bound), e.g. to report
+   * readiness and the real addresses (`running.mesh.port()`, `running.httpPort`).
+   */
+  onStarted?: (running: RunningGossip) => void;
+  /** See startGossip: for a daemon whose starter reads its real addresses. */
+  anyPortIfTaken?: boolean;
+  /**
+   * The starter hands over peers' addresses (`setPeerAddress`), so a peer at
+   * port 0 in the config is allowed; without it such a peer could never be dialed.
+   */
+  peersFromStarter?: boolean;
+}
+
+/** The process entry: runs until SIGINT/SIGTERM. */
+export async function runGossip(configPath: string, options: RunGossipOptions = {}): Promise<void> {
   const config = loadRegionConfig(configPath);
+  if (options.peersFromStarter !== true) {
+    const unknown = config.regions.flatMap((r, i) =>
+      r.id !== config.region && r.gossip.endsWith(":0")
+        ? [
+            `regions[${i}].gossip: port 0 (address not known) is only for a daemon started by geoquota cluster`,
+          ]
+        : [],
+    );
+    if (unknown.length > 0) throw new ConfigError(config.file, unknown);
+  }
   const log = pino({ name: `gossip:${config.region}`, level: logLevelOf(config.logLevel, process.env) });
   const http = config.gossip.http;
   const running = await startGossip(config, {
     logger: log,
     ...(http ? { httpPort: http.port, httpHost: http.host } : {}),
+    ...(options.anyPortIfTaken !== undefined ? { anyPortIfTaken: options.anyPortIfTaken } : {}),
   });
   log.info({ port: running.mesh.port(), http: running.httpPort }, "gossip daemon started");
-  options.onStarted?.();
+  options.onStarted?.(running);
   const onHup = () => {
     running
       .reloadPolicies()

@@ -11,7 +11,8 @@ const MiB = 1024 * 1024;
 // Same alphabet as every other region id in geoquota (docs/internals.md).
 const regionId = z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, "region id must match ^[A-Za-z0-9_.-]{1,128}$");
 
-const wsUrl = z
+/** A peer's address: a ws:// or wss:// URL. */
+export const peerUrlSchema = z
   .string()
   .max(2048)
   .refine((s) => {
@@ -30,9 +31,17 @@ export const MeshConfigSchema = z
       host: z.string().min(1).max(255),
       /** 0 picks a free port; Mesh.port() reports it after start(). */
       port: z.number().int().min(0).max(65535),
+      /**
+       * When `port` is taken (EADDRINUSE), listen on a port the kernel picks
+       * instead of failing; for a process whose starter reads Mesh.port()
+       * (the local cluster's orchestrator), never for a user's fixed port.
+       */
+      anyPortIfTaken: z.boolean().default(false),
     }),
     peers: z
-      .array(z.object({ id: regionId, url: wsUrl }))
+      // `url` absent: the peer's address is not known yet (it is bound after
+      // this process starts); it is not dialed until Mesh.setPeerUrl gives it.
+      .array(z.object({ id: regionId, url: peerUrlSchema.optional() }))
       .max(64)
       .default([]),
     /** Shared by all regions; only used as an HMAC key, never sent. */
@@ -82,6 +91,7 @@ export const MeshConfigSchema = z
       if (seen.has(p.id))
         ctx.addIssue({ code: "custom", path: ["peers", i, "id"], message: "duplicate peer id" });
       seen.add(p.id);
+      if (p.url === undefined) continue;
       const secure = p.url.startsWith("wss:");
       if (secure !== (c.tls !== undefined)) {
         ctx.addIssue({

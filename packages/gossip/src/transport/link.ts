@@ -15,6 +15,7 @@ const PING_BYTES = 8;
 export class Link {
   readonly upAtMs: number;
   private lastSeenMs: number;
+  private lastTickMs: number;
   private pingSeq = 0n;
   private pingSentMs = 0;
   private closedFired = false;
@@ -28,6 +29,7 @@ export class Link {
   ) {
     this.upAtMs = now();
     this.lastSeenMs = this.upAtMs;
+    this.lastTickMs = this.upAtMs;
     ws.on("message", this.onMessage);
     ws.on("pong", this.onPong);
     ws.on("ping", this.onPing);
@@ -48,10 +50,21 @@ export class Link {
     this.ws.send(bytes, { binary: true });
   }
 
-  /** Called every heartbeatMs: terminate if silent too long, else ping. */
+  /**
+   * Called every heartbeatMs: terminate if silent too long, else ping.
+   * Silence counts only time this process was running: a tick that comes late
+   * (a stalled event loop on a loaded machine) found the peer's pongs still
+   * unread in the socket (timers run before I/O), so the lateness is credited
+   * instead of blamed on the peer. A dead peer is still caught: every tick,
+   * late or not, adds at least one period of silence.
+   */
   tick(): void {
+    const now = this.now();
+    const lateMs = now - this.lastTickMs - this.heartbeatMs;
+    this.lastTickMs = now;
+    if (lateMs > 0) this.lastSeenMs = Math.min(now, this.lastSeenMs + lateMs);
     if (!this.open) return;
-    const silentMs = this.now() - this.lastSeenMs;
+    const silentMs = now - this.lastSeenMs;
     if (silentMs >= HEARTBEAT_MISSES_MAX * this.heartbeatMs) {
       this.tracker.terminate(localReason("GQ_ERR_HEARTBEAT", `silent for ${Math.round(silentMs)} ms`));
       return;

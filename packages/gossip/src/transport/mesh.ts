@@ -3,12 +3,12 @@
 import { readFile } from "node:fs/promises";
 import { type Server as HttpServer, createServer as createHttpServer } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
-import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import { Registry } from "prom-client";
 import { type ClientOptions, type ServerOptions, WebSocket, WebSocketServer } from "ws";
 import { backoffDelayMs } from "./backoff.js";
-import { type MeshConfig, type MeshConfigInput, dialsTo, parseMeshConfig } from "./config.js";
+import { listenServer } from "@geoquota/limiter/internal";
+import { type MeshConfig, type MeshConfigInput, dialsTo, parseMeshConfig, peerUrlSchema } from "./config.js";
 import { type PeerDownReason, TRANSPORT_ERRORS, localReason } from "./errors.js";
 import { Link } from "./link.js";
 import { type TransportLogger, silentLogger } from "./logger.js";
@@ -62,7 +62,8 @@ export interface PeerStatus {
 
 interface PeerState {
   readonly id: string;
-  readonly url: string;
+  /** Undefined until known (see MeshConfig peers); replaced by setPeerUrl. */
+  url: string | undefined;
   readonly dials: boolean;
   readonly bucket: TokenBucket;
   link: Link | null;
@@ -190,15 +191,9 @@ export class Mesh {
       this.wss = wss;
       wss.on("connection", (ws) => this.accept(ws));
       wss.on("error", (err) => this.log.error({ err }, "gossip transport: server error"));
-      await new Promise<void>((resolve, reject) => {
-        const onError = (err: Error) => reject(err);
-        server.once("error", onError);
-        server.listen(c.listen.port, c.listen.host, () => {
-          server.off("error", onError);
-          resolve();
-        });
+      this.boundPort = await listenServer(server, c.listen.host, c.listen.port, {
+        anyPortIfTaken: c.listen.anyPortIfTaken,
       });
-      this.boundPort = (server.address() as AddressInfo).port;
     } catch (err) {
       this.state = "stopped";
       this.wss?.close();
@@ -209,6 +204,32 @@ export class Mesh {
     this.heartbeat = setInterval(() => this.tick(), c.heartbeatMs);
     for (const p of this.peerStates.values()) if (p.dials) this.dial(p);
     this.log.info({ self: c.self, port: this.boundPort }, "gossip transport: listening");
+  }
+
+  /**
+   * Gives (or changes) the address of a peer: a peer whose address was not
+   * known at construction, or one that now listens elsewhere (restarted on
+   * another port). A dialer dials it now instead of waiting out its backoff;
+   * an up link stays up (a peer that moved drops it itself).
+   */
+  setPeerUrl(peerId: string, url: string): void {
+    const p = this.peerStates.get(peerId);
+    if (!p) throw new Error(`Mesh.setPeerUrl(): ${peerId} is not a configured peer`);
+    if (!peerUrlSchema.safeParse(url).success)
+      throw new Error(`Mesh.setPeerUrl(): ${url} is not a ws:// or wss:// URL`);
+    if (url.startsWith("wss:") !== (this.config.tls !== undefined)) {
+      const why = this.config.tls ? "tls is configured: expected wss://" : "wss:// needs the tls config";
+      throw new Error(`Mesh.setPeerUrl(): ${url}: ${why}`);
+    }
+    if (p.url === url) return;
+    p.url = url;
+    if (!p.dials || p.link || p.dialing) return;
+    if (p.redialTimer) {
+      clearTimeout(p.redialTimer);
+      p.redialTimer = null;
+    }
+    p.attempt = 0;
+    this.dial(p);
   }
 
   /** Closes every link (GQ_ERR_SHUTDOWN), the server and all timers. Idempotent. */
@@ -304,7 +325,7 @@ export class Mesh {
   }
 
   private dial(p: PeerState): void {
-    if (this.state !== "running" || p.dialing || p.link) return;
+    if (this.state !== "running" || p.dialing || p.link || p.url === undefined) return;
     let ws: WebSocket;
     try {
       ws = new WebSocket(p.url, this.clientOptions());
@@ -338,7 +359,7 @@ export class Mesh {
   }
 
   private scheduleRedial(p: PeerState): void {
-    if (this.state !== "running" || p.redialTimer || p.dialing || p.link) return;
+    if (this.state !== "running" || p.redialTimer || p.dialing || p.link || p.url === undefined) return;
     const { baseMs, capMs } = this.config.reconnect;
     const delayMs = backoffDelayMs(p.attempt, baseMs, capMs, this.random);
     p.attempt += 1;
