@@ -64,48 +64,53 @@ async function startNginx(o: {
   const example = readFileSync(EXAMPLE, "utf8");
   const binary = findBinary("nginx");
   const asRoot = process.getuid?.() === 0;
-  return await bindRetrying("nginx", async (port) => {
-    const dir = mkdtempSync(join(tmpdir(), "gq-nginx-"));
-    let conf = substitute(example, "server 127.0.0.1:8080;", `server ${o.limiter};`);
-    conf = substitute(conf, "server 127.0.0.1:3000;", `server ${o.app};`);
-    conf = substitute(conf, "listen 127.0.0.1:8088;", `listen 127.0.0.1:${port};`);
-    conf = substitute(conf, "set $geoquota_fail_mode closed;", `set $geoquota_fail_mode ${o.failMode};`);
-    writeFileSync(join(dir, "nginx.conf"), conf);
-    // The prefix (pid, logs, temp paths) is the user's own directory.
-    if (asRoot) chownSync(dir, NOBODY, NOBODY);
-    const proc = spawnManaged(
-      binary,
-      ["-p", dir, "-c", "nginx.conf"],
-      {},
-      asRoot ? { uid: NOBODY, gid: NOBODY } : {},
-    );
-    const errorLog = () => {
-      const f = join(dir, "error.log");
-      return existsSync(f) ? readFileSync(f, "utf8") : "";
-    };
-    const stop = async () => {
-      await proc.stop(5000);
-      rmSync(dir, { recursive: true, force: true });
-    };
-    const exited = () => proc.child.exitCode !== null || proc.child.signalCode !== null;
-    const deadline = Date.now() + startTimeoutMs;
-    for (;;) {
-      if (exited()) {
-        const why = `${proc.output()}\n${errorLog()}`.trim();
-        await stop();
-        if (/Address already in use/i.test(why)) throw new PortTakenError(port, why.split("\n")[0] ?? "");
-        throw new Error(`nginx exited: ${why}`);
+  return await bindRetrying(
+    "nginx",
+    async (port) => {
+      const dir = mkdtempSync(join(tmpdir(), "gq-nginx-"));
+      let conf = substitute(example, "server 127.0.0.1:8080;", `server ${o.limiter};`);
+      conf = substitute(conf, "server 127.0.0.1:3000;", `server ${o.app};`);
+      conf = substitute(conf, "listen 127.0.0.1:8088;", `listen 127.0.0.1:${port};`);
+      conf = substitute(conf, "set $geoquota_fail_mode closed;", `set $geoquota_fail_mode ${o.failMode};`);
+      writeFileSync(join(dir, "nginx.conf"), conf);
+      // The prefix (pid, logs, temp paths) is the user's own directory.
+      if (asRoot) chownSync(dir, NOBODY, NOBODY);
+      const proc = spawnManaged(
+        binary,
+        ["-p", dir, "-c", "nginx.conf"],
+        {},
+        asRoot ? { uid: NOBODY, gid: NOBODY } : {},
+      );
+      const errorLog = () => {
+        const f = join(dir, "error.log");
+        return existsSync(f) ? readFileSync(f, "utf8") : "";
+      };
+      const stop = async () => {
+        await proc.stop(5000);
+        rmSync(dir, { recursive: true, force: true });
+      };
+      const exited = () => proc.child.exitCode !== null || proc.child.signalCode !== null;
+      const deadline = Date.now() + startTimeoutMs;
+      for (;;) {
+        if (exited()) {
+          const why = `${proc.output()}\n${errorLog()}`.trim();
+          await stop();
+          if (/Address already in use/i.test(why)) throw new PortTakenError(port, why.split("\n")[0] ?? "");
+          throw new Error(`nginx exited: ${why}`);
+        }
+        if (listeningPorts(proc.pid)?.includes(port)) break;
+        if (Date.now() > deadline) {
+          const why = `${proc.output()}\n${errorLog()}`.trim();
+          await stop();
+          throw new Error(`nginx did not listen on ${port} within ${startTimeoutMs} ms: ${why}`);
+        }
+        await new Promise((r) => setTimeout(r, 25));
       }
-      if (listeningPorts(proc.pid)?.includes(port)) break;
-      if (Date.now() > deadline) {
-        const why = `${proc.output()}\n${errorLog()}`.trim();
-        await stop();
-        throw new Error(`nginx did not listen on ${port} within ${startTimeoutMs} ms: ${why}`);
-      }
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    return { url: `http://127.0.0.1:${port}`, dir, process: proc, errorLog, stop };
-  }, 20, o.pickPort);
+      return { url: `http://127.0.0.1:${port}`, dir, process: proc, errorLog, stop };
+    },
+    20,
+    o.pickPort,
+  );
 }
 
 /** The app behind nginx: answers 200 and records which tenant reached it. */
@@ -174,7 +179,8 @@ describe("examples/nginx/nginx.conf with Debian's nginx", () => {
   it("exactly C requests reach the app (200 with the RateLimit fields); the rest are 429 with Retry-After", async () => {
     const tenant = `t${process.pid}a`;
     const responses = [];
-    for (let i = 0; i < C + 3; i++) responses.push(await get(closed!, "/api/orders/1", { "x-tenant-id": tenant }));
+    for (let i = 0; i < C + 3; i++)
+      responses.push(await get(closed!, "/api/orders/1", { "x-tenant-id": tenant }));
     const statuses = responses.map((r) => r.status);
     expect(statuses, closed!.errorLog()).toEqual([...Array(C).fill(200), 429, 429, 429]);
     expect(hitsOf(tenant)).toBe(C);
@@ -224,7 +230,8 @@ describe("examples/nginx/nginx.conf with Debian's nginx", () => {
   it("the fail-open variant decides like the default while the limiter answers", async () => {
     const tenant = `t${process.pid}c`;
     const statuses = [];
-    for (let i = 0; i < C + 1; i++) statuses.push((await get(open!, "/api/orders/4", { "x-tenant-id": tenant })).status);
+    for (let i = 0; i < C + 1; i++)
+      statuses.push((await get(open!, "/api/orders/4", { "x-tenant-id": tenant })).status);
     expect(statuses).toEqual([...Array(C).fill(200), 429]);
     expect(hitsOf(tenant)).toBe(C);
   });

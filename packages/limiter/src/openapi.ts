@@ -127,7 +127,13 @@ export function openApiDocument(routes: readonly RegisteredRoute[], info: OpenAp
       schema: { type: "string" },
     }));
     for (const p of r.doc?.parameters ?? [])
-      params.push({ name: p.name, in: p.in, required: false, schema: { type: "string" }, description: p.description });
+      params.push({
+        name: p.name,
+        in: p.in,
+        required: false,
+        schema: { type: "string" },
+        description: p.description,
+      });
     const responses: Json = {};
     for (const [status, res] of Object.entries(r.doc?.responses ?? {})) {
       const entry: Json = { description: res.description };
