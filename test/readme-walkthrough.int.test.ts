@@ -18,7 +18,7 @@ import { afterAll, describe, expect, it } from "vitest";
 const README = fileURLToPath(new URL("../README.md", import.meta.url));
 
 /** The walkthrough's shell block: the ```sh fence between the markers. */
-export function walkthroughBlock(readme: string): string {
+function walkthroughBlock(readme: string): string {
   const begin = readme.indexOf("<!-- readme-walkthrough:begin");
   const end = readme.indexOf("<!-- readme-walkthrough:end -->");
   if (begin < 0 || end < begin) throw new Error("README.md: readme-walkthrough markers not found");
