@@ -44,7 +44,7 @@ describe("concurrent policy edits on a real 3-region cluster", () => {
       policiesFile,
       configOverrides: { lease: { epsilonMs: 100, loanDurationMs: 1500 } },
     });
-  }, 120_000); // nine processes on a loaded 2-core machine (a planted run timed out at 60 s)
+  }, 120_000); // nine processes on a loaded 2-core machine (a planted run, from source, failed this hook at 60 s)
   afterAll(async () => {
     await cluster?.stop();
   });
