@@ -186,7 +186,11 @@ describe("packed tarballs install into an empty directory and work", () => {
       const m = JSON.parse(
         readFileSync(join(store, dir, "node_modules", "@geoquota", name, "package.json"), "utf8"),
       );
-      expect(m.license, name).toBeTypeOf("string");
+      expect(m.license, name).toBe("MIT");
+      expect(
+        existsSync(join(store, dir, "node_modules", "@geoquota", name, "LICENSE")),
+        `${name} LICENSE`,
+      ).toBe(true);
       expect(m.repository?.directory, name).toBe(`packages/${name}`);
       expect(m.engines?.node, name).toBe(">=20");
       for (const [dep, spec] of Object.entries({ ...m.dependencies, ...m.peerDependencies })) {

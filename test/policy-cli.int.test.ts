@@ -189,6 +189,25 @@ describe("geoquota policy against a real cluster", () => {
     const again = await cli(["delete", "cust_wait", "api", ...other]);
     expect(again.code, again.out + again.err).not.toBe(0);
     expect(again.err).toMatch(/404 no policy entry cust_wait\/api/);
+
+    // A whole document always carries its base (the server answers 428 without
+    // one): `--base` naming a version the cluster moved past is refused 412,
+    // and the file's entries would not have undone the edits made since.
+    const stale = await cli(["apply", nextFile, "--base", applied, ...url()]);
+    expect(stale.code, stale.out + stale.err).toBe(1);
+    expect(stale.err).toMatch(/412 If-Match: the document was based on v1@/);
+    const raw = await fetch(`${cluster.regions[0]!.url}/v1/policy`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify(next),
+    });
+    expect(raw.status).toBe(428);
+    // Without --base, apply is based on the version it reads first (sent as If-Match).
+    const fresh = (JSON.parse((await cli(["get", "--json", ...url()])).out) as { policies: typeof next })
+      .policies;
+    fresh.policies.push({ tenant: "cust_applied", resource: "api", capacity: 4, refillPerSecond: 1 });
+    const based = await cli(["apply", file("fresh.json", fresh), "--wait", "30s", ...url()]);
+    expect(based.code, based.out + based.err).toBe(0);
   }, 150_000);
 
   it("SIGHUP makes a gossip daemon propose its edited policies file; every region rolls it out", async () => {

@@ -127,7 +127,7 @@ describe("policy rollout on a real 3-region cluster under load", () => {
       const sentMs = now();
       const res = await fetch(`${via}/v1/policy`, {
         method: "PUT",
-        headers: ADMIN,
+        headers: { ...ADMIN, "if-match": "*" }, // the test owns the document: replace whatever is newest
         body: JSON.stringify(doc(spec)),
       });
       expect(res.status, await res.clone().text()).toBe(202);

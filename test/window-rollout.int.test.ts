@@ -107,7 +107,7 @@ describe("a rollout re-weights a fixed_window key (issue 21 scenario 6, 2 region
     const proposedMs = Date.now();
     const res = await fetch(`${a.url}/v1/policy`, {
       method: "PUT",
-      headers: ADMIN,
+      headers: { ...ADMIN, "if-match": "*" }, // the test owns the document: replace whatever is newest
       body: JSON.stringify(doc({ [A]: 1, [B]: 1 })),
     });
     expect(res.status, await res.clone().text()).toBe(202);

@@ -177,9 +177,12 @@ export function buildProgram(): Command {
   policy
     .command("apply <file>")
     .description(
-      "propose a whole policies document (refused whole, naming the field, when invalid; with --base, refused when the cluster moved past it)",
+      "propose a whole policies document (refused whole, naming the field, when invalid); it is based on --base, or on the version read just before sending, and refused when the cluster moved past that",
     )
-    .option("--base <v>", "the version the file was based on (`policy get` prints it); sent as If-Match")
+    .option(
+      "--base <v>",
+      "the version the file was based on (`policy get` prints it); sent as If-Match (default: the newest version, read first)",
+    )
     .addOption(waitOption())
     .action(policyAction("apply", ["file"]));
   policy

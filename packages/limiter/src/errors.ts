@@ -47,6 +47,11 @@ export const ERRORS = {
     statusCode: 415,
     message: "request body has a content type the route does not take (application/json)",
   },
+  GQ_ERR_POLICY_PRECONDITION_REQUIRED: {
+    statusCode: 428,
+    message:
+      'a whole policies document must say the version it was based on: If-Match: "<version>" (GET /v1/policy\'s ETag), or If-Match: * to replace whatever is newest',
+  },
   GQ_ERR_RATE_LIMITED: { statusCode: 429, message: "rate limit exceeded" },
   GQ_ERR_INTERNAL: { statusCode: 500, message: "internal error" },
   GQ_ERR_RESET_UNSUPPORTED: { statusCode: 501, message: "this limiter's store cannot reset a key" },
@@ -99,6 +104,7 @@ const REASONS: Readonly<Record<number, string>> = {
   412: "Precondition Failed",
   413: "Payload Too Large",
   415: "Unsupported Media Type",
+  428: "Precondition Required",
   429: "Too Many Requests",
   500: "Internal Server Error",
   503: "Service Unavailable",

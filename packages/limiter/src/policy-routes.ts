@@ -1,7 +1,8 @@
 // The policy admin API (docs/design.md §3.4), behind the admin token:
 //   GET /v1/policy                     the version rolled out, its document, each region's ack
 //   PUT /v1/policy                     propose a whole policies document (If-Match: the version
-//                                      it was based on, 412 when stale)
+//                                      it was based on, 412 when stale; required: 428 without,
+//                                      `If-Match: *` = replace whatever is newest)
 //   PUT /v1/policies/:tenant/:resource propose one entry, merged with concurrent edits of others
 //   DELETE /v1/policies/:tenant/:resource  propose removing one entry (the same merge)
 // Replicated: the region's gossip daemon numbers the proposal and rolls it out
@@ -66,17 +67,28 @@ export function registerPolicyRoutes(
 
   const putDoc: RouteDoc = {
     summary:
-      "Propose a whole policies document (refused whole, naming the field, when invalid; with If-Match, refused 412 unless it names the newest version)",
+      "Propose a whole policies document based on the version in If-Match (refused whole, naming the field, when invalid; 412 unless If-Match names the newest version; 428 without If-Match; `If-Match: *` replaces whatever is newest)",
     tags: ["admin"],
     admin: true,
     responses: {
       ...proposed,
       412: { description: "If-Match names a version that is no longer the newest", schema: ErrorSchema },
+      428: {
+        description:
+          "no If-Match: the version the document was based on is required (`*`: whatever is newest)",
+        schema: ErrorSchema,
+      },
     },
   };
   app.put("/v1/policy", { preHandler: requireAdmin, config: { openapi: putDoc } }, async (req, reply) => {
     const ifMatch = req.headers["if-match"];
-    const r = await admin.propose(req.body, typeof ifMatch === "string" ? { ifMatch } : {});
+    // A whole document replaces every entry: sent without the version it was
+    // based on, it would silently undo whatever changed since it was read (an
+    // entry edit made meanwhile in another region, issue 22). So the base is
+    // required (RFC 6585 428); `If-Match: *` is the explicit "replace whatever is newest".
+    if (typeof ifMatch !== "string" || ifMatch.trim() === "")
+      throw new LimiterError("GQ_ERR_POLICY_PRECONDITION_REQUIRED", undefined, { field: "If-Match" });
+    const r = await admin.propose(req.body, { ifMatch });
     reply.code(r.unchanged || !r.state.replicated ? 200 : 202);
     return r;
   });

@@ -328,6 +328,46 @@ describe("policy admin", () => {
     expect(res.json().global.limit).toBe(300);
   });
 
+  it("PUT /v1/policy without If-Match: 428 naming the header (problem details too); stale 412; `*` and the ETag pass", async () => {
+    const { app } = await setup(ONE_REGION);
+    const read = await app.inject({ method: "GET", url: "/v1/policy", headers: auth });
+    const etag = read.headers.etag as string;
+    expect(etag).toMatch(/^"v0@us-east#[0-9a-f]{32}"$/);
+    const doc = read.json().policies as { default: Record<string, unknown> };
+    const put = (headers: Record<string, string>, capacity: number) =>
+      app.inject({
+        method: "PUT",
+        url: "/v1/policy",
+        headers: { ...auth, ...headers },
+        payload: { ...doc, default: { ...doc.default, capacity } },
+      });
+    for (const h of [{}, { "if-match": "" }]) {
+      const none = await put(h, 6);
+      expect(none.statusCode).toBe(428);
+      expect(none.json()).toMatchObject({
+        code: "GQ_ERR_POLICY_PRECONDITION_REQUIRED",
+        error: "Precondition Required",
+        field: "If-Match",
+      });
+      expect(none.json().message).toContain("If-Match");
+    }
+    const problem = await put({ accept: "application/problem+json" }, 6);
+    expect(problem.statusCode).toBe(428);
+    expect(problem.headers["content-type"]).toContain("application/problem+json");
+    expect(problem.json()).toMatchObject({ status: 428, title: "Precondition Required", field: "If-Match" });
+    // Nothing was applied by the refused PUTs.
+    expect((await app.inject({ method: "GET", url: "/v1/policy", headers: auth })).headers.etag).toBe(etag);
+    const based = await put({ "if-match": etag }, 6);
+    expect(based.statusCode).toBe(200);
+    const stale = await put({ "if-match": etag }, 7);
+    expect(stale.statusCode).toBe(412);
+    expect(stale.json()).toMatchObject({ code: "GQ_ERR_POLICY_STALE", field: "If-Match" });
+    // `*`: the explicit "whatever is newest" (RFC 9110 If-Match).
+    const any = await put({ "if-match": "*" }, 7);
+    expect(any.statusCode).toBe(200);
+    expect(any.json().state.policies.default.capacity).toBe(7);
+  });
+
   it("400 naming the field for an invalid policy; with several static regions, nothing that sizes a slice", async () => {
     const { app } = await setup();
     const bad = await app.inject({

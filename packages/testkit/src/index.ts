@@ -36,5 +36,6 @@ export {
   type OracleVerdict,
   type Refund,
 } from "@geoquota/sim";
+export { type CliRun, cliBin, runCli } from "./cli-runner.js";
 export { keyPolicy, type PolicyFixture, type PolicyFixtureOptions } from "./policy-fixture.js";
 export { type RedisFixture, redisPerFile, startPrimaryWithReplica } from "./redis-fixture.js";

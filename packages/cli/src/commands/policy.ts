@@ -83,16 +83,11 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
       case "apply":
       case "set":
       case "delete": {
-        const base = opts.base === undefined ? undefined : parseVersion("--base", String(opts.base));
         const r =
           opts.action === "apply"
-            ? await adminCall(
-                target,
-                "PUT",
-                "/v1/policy",
-                readPoliciesFile(String(opts.file)),
-                base === undefined ? {} : { "if-match": `"${fullId(base)}"` },
-              )
+            ? await adminCall(target, "PUT", "/v1/policy", readPoliciesFile(String(opts.file)), {
+                "if-match": await applyBase(opts, getState),
+              })
             : await adminCall(
                 target,
                 opts.action === "set" ? "PUT" : "DELETE",
@@ -155,6 +150,24 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
     }
     throw err;
   }
+}
+
+/**
+ * The If-Match of `apply`: a whole document always names the version it was
+ * based on (the server answers 428 otherwise): `--base` when given, else the
+ * version this command reads just before sending, so a change that lands in
+ * between is refused (412), never silently undone. `--base` is the stronger
+ * form: it also covers changes made since the file was written.
+ */
+async function applyBase(
+  opts: Record<string, unknown>,
+  getState: () => Promise<PolicyState>,
+): Promise<string> {
+  if (opts.base !== undefined) return `"${fullId(parseVersion("--base", String(opts.base)))}"`;
+  const s = await getState();
+  if (s.target === null)
+    throw new AdminError(503, `region ${s.region} does not know the current policy version yet; retry`);
+  return `"${fullId(s.target)}"`;
 }
 
 function parseSpec(text: string): unknown {
