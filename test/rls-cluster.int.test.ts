@@ -81,7 +81,10 @@ afterAll(async () => {
 describe("geoquota's RLS on a 3-region cluster, through Envoy's generated Go client", () => {
   it("OVER_LIMIT exactly when the global bound is reached across the three regions", async () => {
     // 80 requests, half to us-east, a quarter to each other region: C = 40, refill 40/day.
-    const lines = await client([east, west, east, south], ["-d", "tenant=rls_bound,resource=api", "-n", "80"]);
+    const lines = await client(
+      [east, west, east, south],
+      ["-d", "tenant=rls_bound,resource=api", "-n", "80"],
+    );
     expect(lines.filter((l) => l.err !== undefined)).toEqual([]);
     const codes = lines.map((l) => l.overall);
     // Every request up to the global capacity is admitted, every one after it denied.
@@ -104,7 +107,9 @@ describe("geoquota's RLS on a 3-region cluster, through Envoy's generated Go cli
     expect(lines.filter((l) => l.err !== undefined)).toEqual([]);
     // 40 / 5 = 8 requests fit the global capacity (slices 20, 10, 10: 4, 2, 2 of them).
     expect(lines.map((l) => l.overall)).toEqual([...Array(8).fill("OK"), ...Array(8).fill("OVER_LIMIT")]);
-    expect(checkGlobalBound(admissions(lines, 5), { capacity: 40, refillPerSecond: 40 / 86_400 })).toMatchObject({
+    expect(
+      checkGlobalBound(admissions(lines, 5), { capacity: 40, refillPerSecond: 40 / 86_400 }),
+    ).toMatchObject({
       ok: true,
       admitted: 40,
     });
