@@ -38,14 +38,20 @@ export interface HttpPathResult {
   readonly p99VsReferenceAt5k: number;
 }
 
-interface RunnerOutput {
+export interface RunnerOutput {
   requests: number;
   non2xx: number;
   errors: number;
   latenciesMs: { p50: number; p99: number; p999: number };
 }
 
-function autocannon(url: string, path: string, rate: number, durationS: number): Promise<RunnerOutput> {
+/** autocannon in a child process: `rate` req/s (0 = flat out, 32 connections) on POST `path`. */
+export function autocannon(
+  url: string,
+  path: string,
+  rate: number,
+  durationS: number,
+): Promise<RunnerOutput> {
   const args = JSON.stringify({
     url,
     path,
