@@ -2,12 +2,12 @@
 // 127.0.0.1, under autocannon (in a child process) at fixed rates and flat
 // out. Reference: a route on the same server that runs the ceiling script
 // once per request (same Fastify, same Redis), measured alternately.
-import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { parsePolicies, parseRegionConfig } from "@geoquota/config";
 import { buildApp, createRedisStore, initFreshRegion } from "@geoquota/limiter";
 import type { RedisServer } from "@geoquota/procs";
 import { bindCeiling } from "./ceiling.js";
+import { runChild } from "./child-runner.js";
 import { BENCH_REGION, KEYS, TIMING } from "./policies.js";
 import type { Budget } from "./types.js";
 
@@ -52,30 +52,20 @@ export function autocannon(
   rate: number,
   durationS: number,
 ): Promise<RunnerOutput> {
-  const args = JSON.stringify({
-    url,
-    path,
-    rate,
+  return runChild<RunnerOutput>(
+    "autocannon runner",
+    RUNNER,
+    {
+      url,
+      path,
+      rate,
+      durationS,
+      connections: MAX_RATE_CONNECTIONS,
+      keys: KEYS,
+      instances: STAGGERED_INSTANCES,
+    },
     durationS,
-    connections: MAX_RATE_CONNECTIONS,
-    keys: KEYS,
-    instances: STAGGERED_INSTANCES,
-  });
-  return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      [RUNNER, args],
-      { timeout: (durationS + 30) * 1000, maxBuffer: 1 << 20 },
-      (err, stdout, stderr) => {
-        if (err) return reject(new Error(`autocannon runner: ${err.message}\n${stderr}`));
-        try {
-          resolve(JSON.parse(stdout) as RunnerOutput);
-        } catch {
-          reject(new Error(`autocannon runner: bad output ${stdout.slice(0, 200)}`));
-        }
-      },
-    );
-  });
+  );
 }
 
 export async function benchHttpPath(server: RedisServer, budget: Budget): Promise<HttpPathResult> {

@@ -6,12 +6,12 @@
 // open-loop @grpc/grpc-js client, grpc-runner.mjs). The paths alternate per rate, so
 // drift in the machine's load lands on both. Ratios are gRPC ÷ HTTP; nothing here is
 // asserted (the machine is shared).
-import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { parsePolicies, parseRegionConfig } from "@geoquota/config";
 import { initFreshRegion, startRegionService } from "@geoquota/limiter";
 import type { RedisServer } from "@geoquota/procs";
 import { startRegionRls } from "@geoquota/rls";
+import { runChild } from "./child-runner.js";
 import { autocannon, FIXED_RATES } from "./http-path.js";
 import { BENCH_REGION, KEYS } from "./policies.js";
 import type { Budget } from "./types.js";
@@ -63,22 +63,12 @@ interface GrpcOutput {
 }
 
 function grpcLoad(address: string, rate: number, durationS: number): Promise<GrpcOutput> {
-  const args = JSON.stringify({ address, rate, durationS, concurrency: CONCURRENCY, keys: KEYS });
-  return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      [RUNNER, args],
-      { timeout: (durationS + 30) * 1000, maxBuffer: 1 << 20 },
-      (err, stdout, stderr) => {
-        if (err) return reject(new Error(`gRPC runner: ${err.message}\n${stderr}`));
-        try {
-          resolve(JSON.parse(stdout) as GrpcOutput);
-        } catch {
-          reject(new Error(`gRPC runner: bad output ${stdout.slice(0, 200)}`));
-        }
-      },
-    );
-  });
+  return runChild<GrpcOutput>(
+    "gRPC runner",
+    RUNNER,
+    { address, rate, durationS, concurrency: CONCURRENCY, keys: KEYS },
+    durationS,
+  );
 }
 
 const safeRatio = (a: number, b: number) => (b > 0 ? a / b : 0);
