@@ -116,7 +116,7 @@ describe("geoquota cluster --json", () => {
             continue;
           }
           // Each region's RLS on the port it bound and reported, answering Envoy's client.
-          expect(r.rls).toMatch(/^127\.0\.0\.1:[1-9][0-9]*$/);
+          expect(r.rls).toEqual(expect.stringMatching(/^127\.0\.0\.1:[1-9][0-9]*$/));
           const rls = await rlsCheck(r.rls!, "tenant=cust_ent_9942,resource=payments_checkout");
           expect(rls).toMatchObject({ addr: r.rls, overall: "OK", statuses: [{ code: "OK" }] });
           expect((rls.statuses as { limit?: number }[])[0]!.limit).toBeGreaterThan(0);
