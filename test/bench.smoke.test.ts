@@ -34,6 +34,7 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
     "crdtGossip",
     "skew",
     "memory",
+    "rlsPath",
     "rows",
   ]) {
     expect(report[section], section).toBeDefined();
@@ -50,6 +51,10 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
     crdtGossip: { gossip: unknown[] };
     skew: { phases: unknown[] };
     memory: { rows: unknown[] };
+    rlsPath: {
+      runs: { path: string; rate: number; decisionsPerSecond: number; errors: number; denied: number }[];
+      ratios: unknown[];
+    };
   };
   expect(r.redisPath.geoquota.decisions).toBeGreaterThan(0);
   expect(r.httpPath.runs.length).toBe(6);
@@ -57,5 +62,20 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
   expect(r.crdtGossip.gossip.length).toBe(2);
   expect(r.skew.phases.length).toBe(4);
   expect(r.memory.rows.length).toBe(5);
+  // The RLS section: both paths at 1k, 5k and flat out, every decision an admission.
+  expect(r.rlsPath.runs.map((x) => `${x.path}@${x.rate}`)).toEqual([
+    "http@1000",
+    "grpc@1000",
+    "http@5000",
+    "grpc@5000",
+    "http@0",
+    "grpc@0",
+  ]);
+  for (const x of r.rlsPath.runs) {
+    expect(x.decisionsPerSecond, `${x.path}@${x.rate}`).toBeGreaterThan(0);
+    expect([x.errors, x.denied], `${x.path}@${x.rate}`).toEqual([0, 0]);
+  }
+  expect(r.rlsPath.ratios.length).toBe(3);
+  expect(printed).toContain("7 rls (gRPC) beside http");
   expect(printed).toContain("| section");
 });

@@ -1,12 +1,13 @@
 // `geoquota cluster --json` as a black box: start it, read its one line, send
 // checks to every region, SIGTERM it, and verify that every process it
 // started (redis-server, limiters, daemons) is gone.
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { isLoopback, waitFor } from "@geoquota/testkit";
+import { promisify } from "node:util";
+import { isLoopback, repoRoot, waitFor } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const bin = fileURLToPath(new URL("../packages/cli/bin/geoquota.mjs", import.meta.url));
@@ -45,17 +46,38 @@ function alive(pid: number): boolean {
   }
 }
 
+/** One ShouldRateLimit through .bin/rls-client (Envoy's generated Go types; one JSON line out). */
+async function rlsCheck(addr: string, descriptor: string): Promise<Record<string, unknown>> {
+  const { stdout } = await promisify(execFile)(join(repoRoot, ".bin/rls-client"), [
+    "-addr",
+    addr,
+    "-domain",
+    "geoquota",
+    "-d",
+    descriptor,
+  ]);
+  return JSON.parse(stdout) as Record<string, unknown>;
+}
+
 interface ClusterLine {
-  regions: Array<{ id: string; url: string; redis: string }>;
+  regions: Array<{ id: string; url: string; redis: string; rls?: string }>;
   toxiproxy?: { url: string; proxies: string[] };
   /** The default log directory (a new one per run, kept after stop): removed by the test. */
   logDir: string;
 }
 
 describe("geoquota cluster --json", () => {
+  // The Toxiproxy run also leaves the RLS off (--no-rls): each flag is covered once.
   for (const withToxiproxy of [false, true]) {
-    it(`starts, serves checks in every region and leaves no process after SIGTERM${withToxiproxy ? " (--toxiproxy)" : ""}`, async () => {
-      const args = [bin, "cluster", "--regions", "3", "--json", ...(withToxiproxy ? ["--toxiproxy"] : [])];
+    it(`starts, serves checks in every region${withToxiproxy ? "" : " (HTTP and RLS)"} and leaves no process after SIGTERM${withToxiproxy ? " (--toxiproxy --no-rls)" : ""}`, async () => {
+      const args = [
+        bin,
+        "cluster",
+        "--regions",
+        "3",
+        "--json",
+        ...(withToxiproxy ? ["--toxiproxy", "--no-rls"] : []),
+      ];
       const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
       let out = "";
       let err = "";
@@ -89,6 +111,15 @@ describe("geoquota cluster --json", () => {
           expect(res.status).toBe(200);
           const body = (await res.json()) as { allowed: boolean; region: string };
           expect(body).toMatchObject({ allowed: true, region: r.id });
+          if (withToxiproxy) {
+            expect(r.rls, "--no-rls: no RLS address").toBeUndefined();
+            continue;
+          }
+          // Each region's RLS on the port it bound and reported, answering Envoy's client.
+          expect(r.rls).toEqual(expect.stringMatching(/^127\.0\.0\.1:[1-9][0-9]*$/));
+          const rls = await rlsCheck(r.rls!, "tenant=cust_ent_9942,resource=payments_checkout");
+          expect(rls).toMatchObject({ addr: r.rls, overall: "OK", statuses: [{ code: "OK" }] });
+          expect((rls.statuses as { limit?: number }[])[0]!.limit).toBeGreaterThan(0);
         }
         spawned = descendants(child.pid!);
         // 3 redis-server + 3 limiters + 3 daemons (+ toxiproxy)

@@ -2,12 +2,12 @@
 // 127.0.0.1, under autocannon (in a child process) at fixed rates and flat
 // out. Reference: a route on the same server that runs the ceiling script
 // once per request (same Fastify, same Redis), measured alternately.
-import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { parsePolicies, parseRegionConfig } from "@geoquota/config";
 import { buildApp, createRedisStore, initFreshRegion } from "@geoquota/limiter";
 import type { RedisServer } from "@geoquota/procs";
 import { bindCeiling } from "./ceiling.js";
+import { runChild } from "./child-runner.js";
 import { BENCH_REGION, KEYS, TIMING } from "./policies.js";
 import type { Budget } from "./types.js";
 
@@ -38,38 +38,34 @@ export interface HttpPathResult {
   readonly p99VsReferenceAt5k: number;
 }
 
-interface RunnerOutput {
+export interface RunnerOutput {
   requests: number;
   non2xx: number;
   errors: number;
   latenciesMs: { p50: number; p99: number; p999: number };
 }
 
-function autocannon(url: string, path: string, rate: number, durationS: number): Promise<RunnerOutput> {
-  const args = JSON.stringify({
-    url,
-    path,
-    rate,
+/** autocannon in a child process: `rate` req/s (0 = flat out, 32 connections) on POST `path`. */
+export function autocannon(
+  url: string,
+  path: string,
+  rate: number,
+  durationS: number,
+): Promise<RunnerOutput> {
+  return runChild<RunnerOutput>(
+    "autocannon runner",
+    RUNNER,
+    {
+      url,
+      path,
+      rate,
+      durationS,
+      connections: MAX_RATE_CONNECTIONS,
+      keys: KEYS,
+      instances: STAGGERED_INSTANCES,
+    },
     durationS,
-    connections: MAX_RATE_CONNECTIONS,
-    keys: KEYS,
-    instances: STAGGERED_INSTANCES,
-  });
-  return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      [RUNNER, args],
-      { timeout: (durationS + 30) * 1000, maxBuffer: 1 << 20 },
-      (err, stdout, stderr) => {
-        if (err) return reject(new Error(`autocannon runner: ${err.message}\n${stderr}`));
-        try {
-          resolve(JSON.parse(stdout) as RunnerOutput);
-        } catch {
-          reject(new Error(`autocannon runner: bad output ${stdout.slice(0, 200)}`));
-        }
-      },
-    );
-  });
+  );
 }
 
 export async function benchHttpPath(server: RedisServer, budget: Budget): Promise<HttpPathResult> {

@@ -5,6 +5,7 @@ import type { HttpPathResult } from "./http-path.js";
 import type { LeasedPathResult } from "./leased-path.js";
 import type { MemoryResult } from "./memory.js";
 import type { RedisPathResult } from "./redis-path.js";
+import type { RlsPathResult } from "./rls-path.js";
 import type { SkewResult } from "./skew.js";
 import { fmt } from "./table.js";
 import type { Row } from "./types.js";
@@ -168,4 +169,32 @@ export function memoryRows(m: MemoryResult): Row[] {
       target: "",
     })),
   ];
+}
+
+export function rlsRows(r: RlsPathResult): Row[] {
+  const s = "7 rls (gRPC) beside http";
+  const at = (rate: number) => (rate === 0 ? "max" : `${rate / 1000}k/s`);
+  const rows: Row[] = r.runs.map((x) => {
+    const at5k = x.path === "grpc" && x.rate === 5000;
+    const bad = x.errors + x.denied + x.shed;
+    return {
+      section: s,
+      metric: `${x.path} @ ${at(x.rate)}: decisions/s, p50 / p99 / p999`,
+      value:
+        `${fmt.int(x.decisionsPerSecond)}, ${fmt.ms(x.p50Ms)} / ${fmt.ms(x.p99Ms)} / ${fmt.ms(x.p999Ms)}` +
+        (bad > 0 ? ` (${x.errors} errors, ${x.denied} denied, ${x.shed} shed)` : ""),
+      // Issue 23: a tenth of Envoy's 20 ms default timeout, past which Envoy lets the request through.
+      target: at5k ? "p99 ≤ 2 ms" : "",
+      ...(at5k ? { met: x.p99Ms <= 2 && x.decisionsPerSecond >= 0.95 * 5000 } : {}),
+    };
+  });
+  for (const q of r.ratios) {
+    rows.push({
+      section: s,
+      metric: `gRPC ÷ HTTP @ ${at(q.rate)}: decisions/s, p50, p99`,
+      value: `${fmt.ratio(q.decisionsPerSecond)}, ${fmt.ratio(q.p50)}, ${fmt.ratio(q.p99)}`,
+      target: "",
+    });
+  }
+  return rows;
 }

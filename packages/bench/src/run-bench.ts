@@ -10,7 +10,8 @@ import { benchLeasedPath, type LeasedPathResult } from "./leased-path.js";
 import { describeMachine, type Machine } from "./machine.js";
 import { benchMemory, type MemoryResult } from "./memory.js";
 import { benchRedisPath, type RedisPathResult } from "./redis-path.js";
-import { crdtRows, httpRows, leasedRows, memoryRows, redisRows, skewRows } from "./rows.js";
+import { benchRlsPath, type RlsPathResult } from "./rls-path.js";
+import { crdtRows, httpRows, leasedRows, memoryRows, redisRows, rlsRows, skewRows } from "./rows.js";
 import { benchSkew, type SkewResult, type StartCluster } from "./skew.js";
 import { renderTable } from "./table.js";
 import type { Budget, Row, Write } from "./types.js";
@@ -35,6 +36,7 @@ export interface BenchReport {
   readonly crdtGossip: CrdtGossipResult;
   readonly skew: SkewResult;
   readonly memory: MemoryResult;
+  readonly rlsPath: RlsPathResult;
   readonly rows: Row[];
 }
 
@@ -78,6 +80,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
   const skew = await benchSkew(o.startCluster, budget);
   step("6 memory per key");
   const memory = await withRedis((s) => benchMemory(s));
+  step("7 rls (gRPC) beside http");
+  const rlsPath = await withRedis((s) => benchRlsPath(s, { ...budget, runMs: o.smoke ? 1000 : 5000 }));
   const rows = [
     ...redisRows(redisPath),
     ...httpRows(httpPath),
@@ -85,6 +89,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...crdtRows(crdtGossip),
     ...skewRows(skew),
     ...memoryRows(memory),
+    ...rlsRows(rlsPath),
   ];
   const report: BenchReport = {
     mode: o.smoke ? "smoke" : "full",
@@ -97,6 +102,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     crdtGossip,
     skew,
     memory,
+    rlsPath,
     rows,
   };
   const out = resolve(o.outPath);

@@ -76,6 +76,10 @@ export function buildProgram(): Command {
     .option("--policies <file>", "policies file (default regions/policies.json)")
     .option("--toxiproxy", "put every gossip link and limiter→Redis link behind a Toxiproxy proxy", false)
     .option(
+      "--no-rls",
+      "leave Envoy's rate limit service (RLS v3, gRPC) off; on by default, each region on a port it picks and reports (`rls` in the JSON line)",
+    )
+    .option(
       "--json",
       "print one JSON line describing the cluster (URLs, admin token, pids, configs, log files) once every limiter is ready and every gossip daemon up",
       false,

@@ -59,6 +59,12 @@ export interface ClusterOptions {
   logDir?: string;
   /** Also every log line, prefixed with its process's name (needs `logDir`). */
   logSink?: LogSink;
+  /**
+   * Each limiter also serves Envoy's rate limit service (RLS v3, gRPC; DESIGN §11) on a
+   * port of its own choosing, reported in its ready message (`ClusterRegion.rls`).
+   * `configOverrides.rls` adds to it (e.g. envoyproxy/ratelimit `configs`). Default off.
+   */
+  rls?: boolean;
 }
 
 export interface ClusterRegion {
@@ -70,6 +76,8 @@ export interface ClusterRegion {
   readonly redisServer: RedisServer;
   /** Gossip daemon HTTP (health, metrics, status). */
   readonly gossipUrl: string;
+  /** The limiter's RLS v3 gRPC address (`host:port`), when the cluster runs with `rls`. */
+  readonly rls?: string;
   readonly configPath: string;
   limiter: ManagedProcess;
   gossip: ManagedProcess;
@@ -180,6 +188,8 @@ interface Addresses {
   http: string;
   gossip: string;
   gossipHttp: string;
+  /** The limiter's RLS listener (with `rls` only). */
+  rls: string;
 }
 
 export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
@@ -187,6 +197,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   if (!Number.isInteger(n) || n < 1 || n > 16)
     throw new Error(`--regions: expected an integer 1..16, got ${n}`);
   const ids = regionIds(n);
+  const rlsOn = options.rls === true;
   const policiesSource = resolve(options.policiesFile ?? join(repoRoot, "regions", "policies.json"));
   loadPolicies(policiesSource); // validate before starting anything: a bad file names itself
   const dir = mkdtempSync(join(tmpdir(), "geoquota-cluster-"));
@@ -248,7 +259,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       }
     }
     const addresses = new Map<string, Addresses>(
-      ids.map((id) => [id, { http: UNBOUND, gossip: UNBOUND, gossipHttp: UNBOUND }]),
+      ids.map((id) => [id, { http: UNBOUND, gossip: UNBOUND, gossipHttp: UNBOUND, rls: UNBOUND }]),
     );
     const addr = (id: string) => addresses.get(id)!;
     // What each region dials for each peer: its proxy, or the peer's own address.
@@ -288,6 +299,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         sharedSecret: "local-cluster-secret",
         adminToken: "local-cluster-admin",
         policiesFile: policiesPath,
+        // Port 0 at first, then the port it reported: a restarted limiter binds it again.
+        ...(rlsOn ? { rls: { listen: { host: "127.0.0.1", port: portOf(a.rls) } } } : {}),
       };
       const merged = deepMerge(
         deepMerge(base, options.configOverrides ?? {}),
@@ -319,6 +332,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         limiter: undefined as unknown as ManagedProcess,
         gossip: undefined as unknown as ManagedProcess,
       });
+      // A getter like url's (a spread would copy the address before it is known).
+      if (rlsOn) Object.defineProperty(regions[i], "rls", { get: () => a.rls, enumerable: true });
     }
     const env = { ...options.env, [READY_IPC_ENV]: "1" };
     const spawnRole = (role: "region" | "gossip", r: ClusterRegion) => {
@@ -330,8 +345,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       return proc;
     };
     const limiterUp = async (r: ClusterRegion) => {
-      const l = await waitUp("/readyz", `limiter ${r.id} ready`, r.limiter, []);
+      const l = await waitUp("/readyz", `limiter ${r.id} ready`, r.limiter, rlsOn ? ["rls"] : []);
       addr(r.id).http = l.http!;
+      if (rlsOn) addr(r.id).rls = l.rls!;
     };
     /** Records a daemon's addresses; true when its gossip address moved. */
     const gossipUp = async (r: ClusterRegion): Promise<boolean> => {
@@ -428,6 +444,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
             redis: r.redis,
             limiter: r.url,
             daemon: r.gossipUrl,
+            ...(r.rls !== undefined ? { rls: r.rls } : {}),
             admin: `${r.url}/v1/policy`,
             metrics: { limiter: `${r.url}/metrics`, daemon: `${r.gossipUrl}/metrics` },
             config: r.configPath,

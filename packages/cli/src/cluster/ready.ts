@@ -12,7 +12,7 @@
 // A process that receives nothing after ready (the limiter) closes the channel;
 // a gossip daemon keeps it (unreferenced) for peers' addresses, which it learns
 // only once they have bound, and again when a restarted peer moved.
-// Any new listener (e.g. an RLS gRPC port) is one more name in `listeners`.
+// Any new listener is one more name in `listeners` (the limiter's RLS gRPC port: `rls`).
 import type { ManagedProcess } from "@geoquota/procs";
 
 export const READY_IPC_ENV = "GQ_READY_IPC";

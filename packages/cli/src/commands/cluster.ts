@@ -44,6 +44,8 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
       regions: opts.regions as number,
       ...(policies ? { policiesFile: policies } : {}),
       toxiproxy: Boolean(opts.toxiproxy),
+      // Commander's --no-rls: opts.rls is true unless the flag is given.
+      rls: opts.rls !== false,
       logDir,
       ...(sink ? { logSink: sink } : {}),
     });
@@ -60,7 +62,7 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
     const line = JSON.parse(cluster.describe()) as { adminToken?: string };
     for (const r of cluster.regions)
       out(
-        `${r.id}\t${r.url}\t${r.redis}\tgossip ${r.gossipUrl}\tconfig ${r.configPath}\t` +
+        `${r.id}\t${r.url}\t${r.redis}\tgossip ${r.gossipUrl}\t${r.rls !== undefined ? `rls ${r.rls}\t` : ""}config ${r.configPath}\t` +
           `pids limiter ${r.limiter.pid} daemon ${r.gossip.pid} redis ${r.redisServer.process.pid}\n`,
       );
     if (cluster.toxiproxy) out(`toxiproxy\t${cluster.toxiproxy.server.url}\n`);

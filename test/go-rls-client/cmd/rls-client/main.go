@@ -3,9 +3,10 @@
 // over grpc-go: a client nobody on the geoquota side wrote the wire code of.
 //
 //	rls-client -addr 127.0.0.1:7300[,127.0.0.1:7301...] -domain D -n 10 \
-//	  -d 'key1=value1,key2=value2' [-d 'k=v;hits=0' -d 'tenant=a;limit=5/MINUTE'] [-hits N]
+//	  -d 'key1=value1,key2=value2' [-d 'k=v;hits=0' -d 'tenant=a;limit=5/MINUTE'] [-hits N] [-for 3s] [-interval 200ms]
 //
-// Sends n requests one after another, round-robin over the addresses, and prints
+// Sends n requests (or, with -for, as many as fit in that time) one after another,
+// round-robin over the addresses (an address listed twice gets twice the share), and prints
 // one JSON line per request: the wall-clock instants it was sent and answered
 // (µs since the epoch, for the global-bound oracle), the address, the overall code
 // and each status, or the gRPC error (its code name).
@@ -95,6 +96,8 @@ func main() {
 	n := flag.Int("n", 1, "requests to send")
 	hits := flag.Uint("hits", 0, "the request's hits_addend (0: unset)")
 	timeout := flag.Duration("timeout", 2*time.Second, "per-request deadline")
+	during := flag.Duration("for", 0, "send until this much time has passed instead of -n requests")
+	interval := flag.Duration("interval", 0, "pause between requests (a quiet region's trickle); 0: flat out")
 	var ds descFlags
 	flag.Var(&ds, "d", "descriptor: key=value[,key=value][;hits=N][;limit=N/UNIT] (repeatable)")
 	flag.Parse()
@@ -123,7 +126,8 @@ func main() {
 		clients = append(clients, rls.NewRateLimitServiceClient(conn))
 	}
 	enc := json.NewEncoder(os.Stdout)
-	for i := 0; i < *n; i++ {
+	end := time.Now().Add(*during)
+	for i := 0; (*during > 0 && time.Now().Before(end)) || (*during <= 0 && i < *n); i++ {
 		k := i % len(clients)
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		sent := time.Now().UnixMicro()
@@ -152,6 +156,9 @@ func main() {
 		}
 		if err := enc.Encode(out); err != nil {
 			os.Exit(1)
+		}
+		if *interval > 0 {
+			time.Sleep(*interval)
 		}
 	}
 }
