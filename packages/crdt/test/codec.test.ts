@@ -117,6 +117,18 @@ describe("codec v1", () => {
       [[1, 3, "us", 4, 4, []], "GQ_ERR_INVALID_NUMBER"],
       [[1, 3, "us", 0, 1, ["t|r"]], "GQ_ERR_INVALID_SHAPE"],
       [[1, 3, "us", 0, 1, ["t|r", 2 ** 32]], "GQ_ERR_INVALID_NUMBER"],
+      [[1, 4, "us", 5, 0, 0], "ok"],
+      [[1, 4, "us", 5, 3, 7], "ok"],
+      [[1, 4, "us", 5, 3], "GQ_ERR_INVALID_SHAPE"],
+      [[1, 4, "us", 5, 3, 7, 9], "GQ_ERR_INVALID_SHAPE"],
+      [[1, 4, "u s", 5, 3, 7], "GQ_ERR_INVALID_ID"],
+      [[1, 4, "us", "5", 3, 7], "GQ_ERR_INVALID_SHAPE"],
+      [[1, 4, "us", -5, 3, 7], "GQ_ERR_INVALID_NUMBER"],
+      [[1, 4, "us", 5, 3.5, 7], "GQ_ERR_INVALID_NUMBER"],
+      [[1, 4, "us", 5, 3, 2 ** 60], "GQ_ERR_INVALID_NUMBER"],
+      [[1, 4, "us", 0, 3, 7], "GQ_ERR_INVALID_CLOCK"],
+      [[1, 4, "us", 5, 3, 3_600_000_001], "GQ_ERR_INVALID_CLOCK"],
+      [[1, 4, "us", 5, 0, 7], "GQ_ERR_INVALID_CLOCK"],
     ];
     for (const [value, code] of cases) {
       expect([JSON.stringify(value)?.slice(0, 80), codeOf(wire(value))]).toEqual([
