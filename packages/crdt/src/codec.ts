@@ -126,7 +126,14 @@ export function encodeFrame(frame: Frame): Uint8Array {
     case "delta":
       return encoder.encode(deltaToWire(frame));
     case "clock":
-      return encoder.encode([PROTOCOL_VERSION, KIND_CLOCK, frame.from, frame.txUs, frame.echoUs, frame.holdUs]);
+      return encoder.encode([
+        PROTOCOL_VERSION,
+        KIND_CLOCK,
+        frame.from,
+        frame.txUs,
+        frame.echoUs,
+        frame.holdUs,
+      ]);
   }
 }
 

@@ -89,7 +89,7 @@ describe("codec v1", () => {
     const ids = ["us.1"];
     const good = [1, 1, "us", 5, ids, [["t|r", [0, 1]]]];
     expect(codeOf(wire(good))).toBe("ok");
-    const cases: Array<[unknown, ErrorCode]> = [
+    const cases: Array<[unknown, ErrorCode | "ok"]> = [
       [{ a: 1 }, "GQ_ERR_FRAME_MALFORMED"], // maps are never used on the wire
       ["hello", "GQ_ERR_INVALID_SHAPE"],
       [[2, 1, "us", 5, ids, []], "GQ_ERR_UNSUPPORTED_VERSION"],

@@ -6,7 +6,11 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type ClockCheckOptions, offsetInterval, PeerClocks } from "../src/daemon/clock-offsets.js";
 
-const OPTS: ClockCheckOptions = { excludeAboveUs: 250_000, resumeAtOrBelowUs: 125_000, maxSampleAgeUs: 2_000_000 };
+const OPTS: ClockCheckOptions = {
+  excludeAboveUs: 250_000,
+  resumeAtOrBelowUs: 125_000,
+  maxSampleAgeUs: 2_000_000,
+};
 
 /**
  * Two daemons on one real timeline: A's and B's Redis clocks are real +
@@ -62,12 +66,18 @@ describe("PeerClocks: one exchange", () => {
       d2: 10_000,
     });
     expect(stamp.holdUs).toBe(200_000);
-    expect(result).toEqual({ ok: true, estimate: { offsetUs: 410_000, uncertaintyUs: 20_000, atMonoUs: 1_317_000 } });
+    expect(result).toEqual({
+      ok: true,
+      estimate: { offsetUs: 410_000, uncertaintyUs: 20_000, atMonoUs: 1_317_000 },
+    });
   });
 
   it("a stamp without an echo, or echoing a forgotten read, gives no estimate", () => {
     const b = new PeerClocks(["a"], OPTS);
-    expect(b.incoming("a", { txUs: 5, echoUs: 0, holdUs: 0 }, 10)).toEqual({ ok: false, reason: "no echo yet" });
+    expect(b.incoming("a", { txUs: 5, echoUs: 0, holdUs: 0 }, 10)).toEqual({
+      ok: false,
+      reason: "no echo yet",
+    });
     expect(b.incoming("a", { txUs: 5, echoUs: 99, holdUs: 0 }, 10).ok).toBe(false);
     expect(b.incoming("zz", { txUs: 5, echoUs: 99, holdUs: 0 }, 10)).toEqual({
       ok: false,
