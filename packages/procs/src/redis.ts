@@ -121,29 +121,26 @@ async function launch(
 ): Promise<Launched> {
   const dir = scratchDir();
   // `--dir` first: a caller's own `--dir` in `args` (a cluster's nodes directory) comes later and wins.
-  const proc = spawnManaged(
-    how.binary ?? findBinary("redis-server"),
-    [
-      "--dir",
-      dir,
-      "--port",
-      String(port),
-      "--bind",
-      host,
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--protected-mode",
-      "no",
-      "--daemonize",
-      "no",
-      "--loglevel",
-      "warning",
-      ...args,
-    ],
-    how.env ?? {},
-  );
+  const serverArgs = [
+    "--dir",
+    dir,
+    "--port",
+    String(port),
+    "--bind",
+    host,
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--protected-mode",
+    "no",
+    "--daemonize",
+    "no",
+    "--loglevel",
+    "warning",
+    ...args,
+  ];
+  const proc = spawnManaged(how.binary ?? findBinary("redis-server"), serverArgs, how.env ?? {});
   // redis-server cannot bind port 0: it is given a port, and exits when that
   // is taken. Polled by hand (not waitFor, which would keep polling a process
   // that already exited): an exit ends the wait at once.
