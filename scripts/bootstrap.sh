@@ -2,7 +2,8 @@
 # Installs what geoquota needs on a fresh machine, idempotently:
 #   - pnpm (pinned by package.json's packageManager) and the node packages (frozen lockfile);
 #   - redis-server, openssl, spin, gcc and promtool (Debian's packages) when missing;
-#   - the real Toxiproxy server, built from its Go module into .bin/ when missing.
+#   - the real Toxiproxy server, built from its Go module into .bin/ when missing;
+#   - faketime, and a redis-server built with libc malloc into .bin/ (clock-fault tests) when missing.
 # Called by both README commands; safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,6 +70,34 @@ need_tool cc gcc
 need_tool promtool prometheus
 # nginx: examples/nginx is tested with Debian's real nginx (auth_request).
 need_tool nginx nginx
+
+# --- A redis-server whose clock a test can step (the clock-fault tests) ------------
+# Debian's redis-server (jemalloc) aborts under libfaketime 0.9.10 ("unexpected
+# recursive calls to clock_gettime()"). The same release built from Debian's source
+# package with libc malloc runs under it, its TIME following FAKETIME_TIMESTAMP_FILE
+# (re-read on every call with FAKETIME_NO_CACHE=1): test/clock-step.int.test.ts.
+need_tool faketime faketime
+mkdir -p .bin
+if [ -z "${GQ_REDIS_FAKETIME_SERVER:-}" ] && [ ! -x .bin/redis-server-libc ]; then
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+    || die "no .bin/redis-server-libc: build Redis with 'make MALLOC=libc' and put its redis-server there (or in GQ_REDIS_FAKETIME_SERVER)"
+  # Source packages need a deb-src entry; added once, for Debian's own archive only.
+  if ! grep -rqs '^Types: deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    say "adding a deb-src entry for Debian's source packages"
+    suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: %s %s-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+      "$suite" "$suite" >/etc/apt/sources.list.d/geoquota-deb-src.sources
+    apt_updated=""
+  fi
+  if [ -z "$apt_updated" ]; then apt-get update -qq >/dev/null 2>&1 || die "apt-get update failed"; apt_updated=1; fi
+  say "building redis-server with libc malloc from Debian's redis source package (for libfaketime)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get source --download-only -qq redis >/dev/null 2>&1 && tar xzf redis_*.orig.tar.gz \
+    && cd redis-*/ && make -j2 MALLOC=libc BUILD_TLS=no >"$tmp/make.log" 2>&1) \
+    || { tail -20 "$tmp/make.log" 2>/dev/null >&2; rm -rf "$tmp"; die "building redis-server with libc malloc failed"; }
+  cp "$tmp"/redis-*/src/redis-server .bin/redis-server-libc
+  rm -rf "$tmp"
+fi
 
 # --- Toxiproxy server -----------------------------------------------------------
 mkdir -p .bin

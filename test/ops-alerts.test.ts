@@ -42,15 +42,15 @@ const promtool = "promtool";
 describe("ops/alerts.yml", () => {
   it("promtool check rules passes", () => {
     const out = execFileSync(promtool, ["check", "rules", join(ops, "alerts.yml")], { encoding: "utf8" });
-    expect(out).toContain("SUCCESS: 10 rules found");
+    expect(out).toContain("SUCCESS: 11 rules found");
   });
 
-  it("promtool test rules passes (link down, breaker open, rollout stuck, policy unknown, shadow would-deny)", () => {
+  it("promtool test rules passes (link down, breaker open, rollout stuck, policy unknown, shadow would-deny, clock offset excluded)", () => {
     const out = execFileSync(promtool, ["test", "rules", join(ops, "alerts.test.yml")], { encoding: "utf8" });
     expect(out).toContain("SUCCESS");
   });
 
-  it("covers breaker open, link down, replication lag, bad frames, recovery stuck, overshoot margin, rollout, shadow", () => {
+  it("covers breaker open, link down, replication lag, bad frames, recovery stuck, overshoot margin, rollout, shadow, clock offset", () => {
     const rules = (
       parse(readFileSync(join(ops, "alerts.yml"), "utf8")) as {
         groups: { rules: { alert: string; expr: string }[] }[];
@@ -67,6 +67,7 @@ describe("ops/alerts.yml", () => {
       ["GeoquotaRolloutStuck", "geoquota_policy_completed_version"],
       ["GeoquotaPolicyUnknown", "geoquota_policy_phase"],
       ["GeoquotaShadowWouldDeny", "geoquota_shadow_decisions_total"],
+      ["GeoquotaClockOffsetExcluded", "geoquota_clock_peer_excluded"],
     ];
     for (const [alert, metric] of uses) expect(byName.get(alert)).toContain(metric);
   });

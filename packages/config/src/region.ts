@@ -163,6 +163,30 @@ export const RegionConfigSchema = z
         .optional(),
       /** Explicit opt-out of TLS (loopback development clusters): links are unencrypted. */
       plaintext: z.boolean().default(false),
+      /**
+       * The clock check (docs/design.md §1.2 "Checked"): each daemon estimates
+       * every peer's Redis clock offset (± half the round trip) from the stamps
+       * of each round. A peer whose |offset| + uncertainty exceeds
+       * `safeFraction`·2ε gets no loans and its loans are returned; it is let
+       * back in at `resumeFraction`·2ε or below. An estimate older than
+       * `maxSampleAgeMs` counts as none (excluded). `check: false` turns it off.
+       */
+      clock: z
+        .strictObject({
+          check: z.boolean().default(true),
+          safeFraction: z
+            .number()
+            .gt(0, "expected > 0")
+            .max(1, "expected ≤ 1 (a fraction of 2ε)")
+            .default(0.5),
+          resumeFraction: z.number().min(0, "expected ≥ 0").max(1, "expected ≤ 1").default(0.25),
+          maxSampleAgeMs: intIn(100, 600_000).default(5000),
+        })
+        .default({ check: true, safeFraction: 0.5, resumeFraction: 0.25, maxSampleAgeMs: 5000 })
+        .refine((c) => c.resumeFraction <= c.safeFraction, {
+          message: "expected resumeFraction ≤ safeFraction (hysteresis)",
+          path: ["resumeFraction"],
+        }),
     }),
     lease: z
       .strictObject({
@@ -247,6 +271,14 @@ export const RegionConfigSchema = z
         code: "custom",
         message: `expected ≥ 2·gossip.round.maxMs + 2·epsilonMs = ${needed}`,
         path: ["lease", "loanDurationMs"],
+      });
+    }
+    // A sample per round: an age limit under two rounds would exclude every peer between samples.
+    if (c.gossip.clock.maxSampleAgeMs < 2 * c.gossip.round.maxMs) {
+      ctx.addIssue({
+        code: "custom",
+        message: `expected ≥ 2·gossip.round.maxMs = ${2 * c.gossip.round.maxMs}`,
+        path: ["gossip", "clock", "maxSampleAgeMs"],
       });
     }
     // The store refuses leases longer than D (their expiry must be covered by P:b's TTL): a

@@ -9,6 +9,12 @@
 //          returned = flat [lenderIdx, borrowerIdx, seq, ...]
 //   ack    [1, 2, from, version]
 //   digest [1, 3, from, bucket, bucketCount, flat [key, hash, ...]]
+//   clock  [1, 4, from, txUs, echoUs, holdUs]
+//
+// The clock kind was added within version 1: it is additive (a decoder that
+// predates it drops it as GQ_ERR_UNKNOWN_KIND and every other frame is
+// unchanged), and a peer that sends none is simply one without an offset
+// estimate (docs/design.md §1.2).
 //
 // Early returns travel inside delta records (the `returned` part), so there is
 // no separate return frame. Decoding validates everything before building
@@ -34,6 +40,7 @@ export const SUPPORTED_VERSIONS: readonly number[] = [1];
 const KIND_DELTA = 1;
 const KIND_ACK = 2;
 const KIND_DIGEST = 3;
+const KIND_CLOCK = 4;
 
 export interface DeltaFrame {
   kind: "delta";
@@ -62,7 +69,22 @@ export interface DigestFrame {
   entries: DigestEntry[];
 }
 
-export type Frame = DeltaFrame | AckFrame | DigestFrame;
+/**
+ * The sender's Redis TIME of this round, for the receiver's offset estimate
+ * (packages/gossip daemon/clock-offsets.ts). All µs, safe integers.
+ */
+export interface ClockFrame {
+  kind: "clock";
+  from: string;
+  /** Sender's Redis TIME, µs since the epoch (> 0). */
+  txUs: number;
+  /** The latest txUs the sender received from the receiver; 0 = none yet. */
+  echoUs: number;
+  /** Sender's monotonic µs from receiving echoUs to reading txUs (0 without an echo). */
+  holdUs: number;
+}
+
+export type Frame = DeltaFrame | AckFrame | DigestFrame | ClockFrame;
 
 export interface DecodeLimits {
   /** Default 1 MiB. */
@@ -103,6 +125,15 @@ export function encodeFrame(frame: Frame): Uint8Array {
     }
     case "delta":
       return encoder.encode(deltaToWire(frame));
+    case "clock":
+      return encoder.encode([
+        PROTOCOL_VERSION,
+        KIND_CLOCK,
+        frame.from,
+        frame.txUs,
+        frame.echoUs,
+        frame.holdUs,
+      ]);
   }
 }
 
@@ -237,9 +268,27 @@ function frameFromWire(raw: unknown, lim: DecodeLimits): Frame {
       return { kind: "ack", from: asId(raw[2], "from"), version: asSafeUint(raw[3], "version") };
     case KIND_DIGEST:
       return digestFromWire(raw, lim);
+    case KIND_CLOCK:
+      return clockFromWire(raw);
     default:
       return fail("GQ_ERR_UNKNOWN_KIND", `unknown frame kind ${String(kind)}`);
   }
+}
+
+/** A whole hour: no hold between a receipt and the next round's read is that long. */
+const CLOCK_HOLD_MAX_US = 3_600_000_000;
+
+function clockFromWire(raw: unknown[]): ClockFrame {
+  if (raw.length !== 6) fail("GQ_ERR_INVALID_SHAPE", "clock frame must have 6 fields");
+  const from = asId(raw[2], "from");
+  const txUs = asSafeUint(raw[3], "clock txUs");
+  const echoUs = asSafeUint(raw[4], "clock echoUs");
+  const holdUs = asSafeUint(raw[5], "clock holdUs");
+  if (txUs === 0) fail("GQ_ERR_INVALID_CLOCK", "clock txUs must be a Redis TIME in µs (> 0)");
+  if (holdUs > CLOCK_HOLD_MAX_US)
+    fail("GQ_ERR_INVALID_CLOCK", `clock holdUs ${holdUs} exceeds ${CLOCK_HOLD_MAX_US} (one hour)`);
+  if (echoUs === 0 && holdUs !== 0) fail("GQ_ERR_INVALID_CLOCK", "clock holdUs must be 0 without an echo");
+  return { kind: "clock", from, txUs, echoUs, holdUs };
 }
 
 function digestFromWire(raw: unknown[], lim: DecodeLimits): DigestFrame {

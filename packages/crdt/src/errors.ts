@@ -31,6 +31,10 @@ export const ERRORS = {
     closeCode: 1007,
     summary: "a number in a frame is not finite and non-negative (or not an integer where one is required)",
   },
+  GQ_ERR_INVALID_CLOCK: {
+    closeCode: 1007,
+    summary: "a clock frame's txUs is 0, its holdUs exceeds an hour, or it has a hold without an echo",
+  },
   GQ_ERR_TOO_MANY_ENTRIES: { closeCode: 1009, summary: "an entry count exceeds its decode limit" },
 } as const;
 

@@ -5,6 +5,7 @@ export {
   type DecodeLimits,
   type DeltaFrame,
   type DigestEntry,
+  type ClockFrame,
   type DigestFrame,
   decodeFrame,
   encodeFrame,

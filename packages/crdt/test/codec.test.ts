@@ -89,7 +89,7 @@ describe("codec v1", () => {
     const ids = ["us.1"];
     const good = [1, 1, "us", 5, ids, [["t|r", [0, 1]]]];
     expect(codeOf(wire(good))).toBe("ok");
-    const cases: Array<[unknown, ErrorCode]> = [
+    const cases: Array<[unknown, ErrorCode | "ok"]> = [
       [{ a: 1 }, "GQ_ERR_FRAME_MALFORMED"], // maps are never used on the wire
       ["hello", "GQ_ERR_INVALID_SHAPE"],
       [[2, 1, "us", 5, ids, []], "GQ_ERR_UNSUPPORTED_VERSION"],
@@ -117,6 +117,18 @@ describe("codec v1", () => {
       [[1, 3, "us", 4, 4, []], "GQ_ERR_INVALID_NUMBER"],
       [[1, 3, "us", 0, 1, ["t|r"]], "GQ_ERR_INVALID_SHAPE"],
       [[1, 3, "us", 0, 1, ["t|r", 2 ** 32]], "GQ_ERR_INVALID_NUMBER"],
+      [[1, 4, "us", 5, 0, 0], "ok"],
+      [[1, 4, "us", 5, 3, 7], "ok"],
+      [[1, 4, "us", 5, 3], "GQ_ERR_INVALID_SHAPE"],
+      [[1, 4, "us", 5, 3, 7, 9], "GQ_ERR_INVALID_SHAPE"],
+      [[1, 4, "u s", 5, 3, 7], "GQ_ERR_INVALID_ID"],
+      [[1, 4, "us", "5", 3, 7], "GQ_ERR_INVALID_SHAPE"],
+      [[1, 4, "us", -5, 3, 7], "GQ_ERR_INVALID_NUMBER"],
+      [[1, 4, "us", 5, 3.5, 7], "GQ_ERR_INVALID_NUMBER"],
+      [[1, 4, "us", 5, 3, 2 ** 60], "GQ_ERR_INVALID_NUMBER"],
+      [[1, 4, "us", 0, 3, 7], "GQ_ERR_INVALID_CLOCK"],
+      [[1, 4, "us", 5, 3, 3_600_000_001], "GQ_ERR_INVALID_CLOCK"],
+      [[1, 4, "us", 5, 0, 7], "GQ_ERR_INVALID_CLOCK"],
     ];
     for (const [value, code] of cases) {
       expect([JSON.stringify(value)?.slice(0, 80), codeOf(wire(value))]).toEqual([

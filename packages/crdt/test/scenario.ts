@@ -87,7 +87,7 @@ export function runScenario(seed: number, opts: ScenarioOptions = {}): CheckResu
         if (report.ack !== null) send(id, from, report.ack);
       } else if (f.kind === "ack") {
         rep.receiveAck(f);
-      } else {
+      } else if (f.kind === "digest") {
         for (const repair of rep.repairFrames(f)) send(id, from, repair);
       }
     });

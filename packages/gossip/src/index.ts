@@ -2,6 +2,14 @@
 // WebSocket mesh it runs on and the re-weighting policy. The whole-protocol
 // simulation (src/model/) is test code: tests import it by relative path.
 export {
+  type ClockCheckOptions,
+  type ClockStamp,
+  type OffsetEstimate,
+  offsetInterval,
+  PeerClocks,
+} from "./daemon/clock-offsets.js";
+export {
+  type ClockChange,
   type DaemonDeps,
   type DaemonOptions,
   type DaemonStatus,
@@ -11,6 +19,7 @@ export {
   type PolicyResolver,
 } from "./daemon/daemon.js";
 export {
+  clockCheckOptions,
   policyResolver,
   type RunGossipOptions,
   type RunningGossip,

@@ -36,6 +36,15 @@ export interface StartRedisOptions {
   args?: readonly string[];
   /** Where candidate ports come from (default `candidatePort`); tests of the retry pass taken ones. */
   pickPort?: () => number;
+  /** Another redis-server binary (default: `redis-server` found on PATH). */
+  binary?: string;
+  /** Extra environment of the server process (e.g. libfaketime's LD_PRELOAD for a clock-fault test). */
+  env?: Readonly<Record<string, string>>;
+}
+
+interface LaunchOptions {
+  readonly binary: string | undefined;
+  readonly env: Readonly<Record<string, string>> | undefined;
 }
 
 /**
@@ -104,10 +113,15 @@ function redisPid(host: string, port: number, timeoutMs = 2000): Promise<number 
 // A start on a loaded 2-core machine can take seconds; this is only the bound for a hung one.
 const startTimeoutMs = 30_000;
 
-async function launch(host: string, port: number, args: readonly string[]): Promise<Launched> {
+async function launch(
+  host: string,
+  port: number,
+  args: readonly string[],
+  how: LaunchOptions = { binary: undefined, env: undefined },
+): Promise<Launched> {
   const dir = scratchDir();
   // `--dir` first: a caller's own `--dir` in `args` (a cluster's nodes directory) comes later and wins.
-  const proc = spawnManaged(findBinary("redis-server"), [
+  const serverArgs = [
     "--dir",
     dir,
     "--port",
@@ -125,7 +139,8 @@ async function launch(host: string, port: number, args: readonly string[]): Prom
     "--loglevel",
     "warning",
     ...args,
-  ]);
+  ];
+  const proc = spawnManaged(how.binary ?? findBinary("redis-server"), serverArgs, how.env ?? {});
   // redis-server cannot bind port 0: it is given a port, and exits when that
   // is taken. Polled by hand (not waitFor, which would keep polling a process
   // that already exited): an exit ends the wait at once.
@@ -178,9 +193,10 @@ async function launch(host: string, port: number, args: readonly string[]): Prom
 export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
   const host = options.host ?? "127.0.0.1";
   const args = options.args ?? [];
+  const how: LaunchOptions = { binary: options.binary, env: options.env };
   const { port, launched: proc } = await bindRetrying(
     `redis-server on ${host}`,
-    async (p) => ({ port: p, launched: await launch(host, p, args) }),
+    async (p) => ({ port: p, launched: await launch(host, p, args, how) }),
     20,
     options.pickPort,
   );
@@ -234,7 +250,7 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
       if (current.child.exitCode === null && current.child.signalCode === null) await current.stop();
       // A new directory: whatever the old server wrote (a killed replica's dump) is not loaded.
       removeScratch(dir);
-      const next = await launch(host, port, args);
+      const next = await launch(host, port, args, how);
       current = next.proc;
       dir = next.dir;
     },

@@ -28,6 +28,7 @@ import { seedSnapshot } from "@geoquota/rollout";
 import {
   type ManagedProcess,
   type RedisServer,
+  type StartRedisOptions,
   repoRoot,
   spawnManaged,
   startRedis,
@@ -51,6 +52,8 @@ export interface ClusterOptions {
   regionOverrides?: Record<string, Record<string, unknown>>;
   /** Extra environment for the child processes. */
   env?: Record<string, string>;
+  /** Per-region redis-server binary and environment, by region id (a clock-fault test's libfaketime). */
+  redis?: Record<string, Pick<StartRedisOptions, "binary" | "env">>;
   /**
    * A directory for one log file per process (`<region>-redis.log`,
    * `<region>-limiter.log`, `<region>-gossip.log`; created, kept after stop).
@@ -225,7 +228,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   try {
     // The Redis servers and Toxiproxy start at once (each retries on a port race).
     const [redisSettled, toxiSettled] = await Promise.all([
-      Promise.allSettled(ids.map(() => startRedis())),
+      Promise.allSettled(ids.map((id) => startRedis(options.redis?.[id] ?? {}))),
       Promise.allSettled(options.toxiproxy ? [startToxiproxy()] : []),
     ]);
     for (const r of [...redisSettled, ...toxiSettled]) if (r.status === "fulfilled") started.push(r.value);

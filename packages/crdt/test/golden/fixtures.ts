@@ -38,6 +38,14 @@ export const GOLDEN_V1: Record<string, Frame> = {
     ],
   },
   "v1-ack": { kind: "ack", from: "eu-west", version: 1_732_000_000_123_456 },
+  // Added within v1 (an additive kind: older decoders drop it as unknown).
+  "v1-clock": {
+    kind: "clock",
+    from: "eu-west",
+    txUs: 1_732_000_000_250_000,
+    echoUs: 1_732_000_000_123_456,
+    holdUs: 180_250,
+  },
   "v1-digest": {
     kind: "digest",
     from: "ap-south",

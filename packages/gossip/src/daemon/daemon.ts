@@ -18,6 +18,7 @@ import {
 } from "@geoquota/crdt";
 import type { KeyPolicy } from "@geoquota/limiter";
 import { DEFAULT_POLICY_OPTIONS, type PolicyOptions } from "../policy/index.js";
+import { type ClockCheckOptions, PeerClocks } from "./clock-offsets.js";
 import { DurableLedger } from "./durable-ledger.js";
 import { FrameHandling, type FrameLink } from "./frames.js";
 import type { DaemonMetrics } from "./metrics.js";
@@ -48,6 +49,22 @@ export interface DaemonOptions {
   policy?: PolicyOptions;
   /** False: never lend or borrow (static slices); counters are still gossiped. */
   reweighting?: boolean;
+  /**
+   * The clock check (DESIGN §1.2 "Checked"): every round the daemon sends
+   * each peer its Redis TIME and estimates each peer's offset; a peer whose
+   * offset may exceed the margin gets no loans and its loans are returned.
+   * Absent: no check (tests of other parts; production always passes it).
+   */
+  clockCheck?: ClockCheckOptions;
+}
+
+/** A peer entered or left the clock exclusion (log it once). */
+export interface ClockChange {
+  readonly peer: string;
+  readonly excluded: boolean;
+  readonly reason: string;
+  readonly offsetUs: number | undefined;
+  readonly uncertaintyUs: number | undefined;
 }
 
 export interface DaemonDeps {
@@ -72,6 +89,8 @@ export interface DaemonDeps {
   timers?: DaemonTimers;
   /** Errors that must not stop the daemon (Redis hiccups): counted and reported here. */
   onError?: (where: string, err: unknown) => void;
+  /** The clock check took a peer out of lending or let it back in. */
+  onClockChange?: (change: ClockChange) => void;
 }
 
 export interface DaemonTimers {
@@ -98,6 +117,11 @@ export interface DaemonStatus {
   sample: Record<string, { targets: Record<string, number>; recovering: boolean }>;
   /** The replicated policy versions (absent: static policies). */
   policy?: RolloutStatus;
+  /** Per peer, the clock check's view (absent: the check is off). */
+  clock?: Record<
+    string,
+    { offsetUs: number | null; uncertaintyUs: number | null; excluded: boolean; reason: string }
+  >;
 }
 
 export class GossipDaemon {
@@ -107,7 +131,10 @@ export class GossipDaemon {
   private readonly durable = new DurableLedger();
   private readonly frames: FrameHandling;
   private readonly policy: PolicyStep;
-  private readonly opts: Required<Omit<DaemonOptions, "decodeLimits" | "policy" | "maxBufferedKeys">> & {
+  private readonly clocks: PeerClocks | undefined;
+  private readonly opts: Required<
+    Omit<DaemonOptions, "decodeLimits" | "policy" | "maxBufferedKeys" | "clockCheck">
+  > & {
     policy: PolicyOptions;
   };
   private timer: unknown;
@@ -148,6 +175,16 @@ export class GossipDaemon {
     this.random = deps.random ?? Math.random;
     this.now = deps.now ?? (() => performance.now());
     this.timers = deps.timers ?? REAL_TIMERS;
+    if (options.clockCheck !== undefined) {
+      if (deps.store.redisTimeUs === undefined)
+        throw new Error("clock check: the store cannot read Redis TIME");
+      this.clocks = new PeerClocks(this.opts.peers, options.clockCheck);
+      // Every peer starts excluded (no estimate yet): its series start at 1.
+      for (const peer of this.opts.peers) {
+        deps.metrics?.clockExcluded.set({ peer }, 1);
+        deps.metrics?.clockExclusions.inc({ peer }, 0);
+      }
+    }
     this.frames = new FrameHandling({
       region: this.opts.region,
       peers: this.opts.peers,
@@ -165,6 +202,13 @@ export class GossipDaemon {
         for (const k of keys) this.pendingMerge.add(k);
         this.flushMerges();
       },
+      onClock: (peer, frame) => {
+        const r = this.clocks?.incoming(peer, frame, this.now() * 1000);
+        if (r?.ok) {
+          deps.metrics?.clockOffset.set({ peer }, r.estimate.offsetUs / 1e6);
+          deps.metrics?.clockUncertainty.set({ peer }, r.estimate.uncertaintyUs / 1e6);
+        }
+      },
     });
     this.policy = new PolicyStep({
       region: this.opts.region,
@@ -177,6 +221,7 @@ export class GossipDaemon {
       metrics: deps.metrics,
       now: this.now,
       onError: deps.onError,
+      excluded: (peer) => this.clocks?.excluded(peer) ?? false,
     });
   }
 
@@ -233,10 +278,54 @@ export class GossipDaemon {
     this.frames.onFrame(peer, bytes);
   }
 
+  /**
+   * The clock check's part of a round: read Redis TIME, re-evaluate every
+   * peer (before this round's loans are decided), send each reachable peer
+   * its stamp. A failed read sends nothing: estimates age out, peers are excluded.
+   */
+  private async clockStep(): Promise<void> {
+    const clocks = this.clocks;
+    const readTime = this.deps.store.redisTimeUs;
+    if (clocks === undefined || readTime === undefined) return;
+    const m0 = this.now() * 1000;
+    let redisUs: number;
+    try {
+      redisUs = await readTime.call(this.deps.store);
+    } catch (err) {
+      this.deps.onError?.("clock", err);
+      this.clockEvaluate(clocks);
+      return;
+    }
+    clocks.localRead(redisUs, m0, this.now() * 1000);
+    this.clockEvaluate(clocks);
+    for (const peer of this.opts.peers) {
+      const stamp = clocks.outgoing(peer);
+      if (stamp === undefined || !this.deps.link.isUp(peer)) continue;
+      this.frames.send(peer, { kind: "clock", from: this.opts.region, ...stamp });
+    }
+  }
+
+  private clockEvaluate(clocks: PeerClocks): void {
+    for (const peer of clocks.evaluate(this.now() * 1000)) {
+      const v = clocks.view(peer);
+      if (v === undefined) continue;
+      this.deps.metrics?.clockExcluded.set({ peer }, v.excluded ? 1 : 0);
+      if (v.excluded) this.deps.metrics?.clockExclusions.inc({ peer });
+      this.deps.onClockChange?.({
+        peer,
+        excluded: v.excluded,
+        reason: v.reason,
+        offsetUs: v.estimate?.offsetUs,
+        uncertaintyUs: v.estimate?.uncertaintyUs,
+      });
+    }
+  }
+
   /** One round. Public so tests can drive rounds without timers. */
   async round(): Promise<void> {
     const t0 = this.now();
     await this.mergeInFlight;
+    await this.clockStep();
     const rollout = this.deps.rollout;
     if (rollout !== undefined) {
       try {
@@ -364,7 +453,7 @@ export class GossipDaemon {
           const record = this.replica.state.get(key);
           if (!p || !record) return;
           try {
-            await this.deps.store.mergeRemote(p.policy, record);
+            await this.deps.store.mergeRemote(p.policy, this.withoutExcludedLoans(record));
             this.policy.activate(key, p.tenant, p.resource);
           } catch (err) {
             this.deps.onError?.(`merge ${key}`, err);
@@ -372,6 +461,23 @@ export class GossipDaemon {
         }),
       );
     });
+  }
+
+  /**
+   * A record without the loans to this region from lenders the clock check
+   * excludes: those are not taken into use (the map keeps them; they are
+   * merged once the lender is back in range, if still live then).
+   */
+  private withoutExcludedLoans(record: KeyRecord): KeyRecord {
+    const clocks = this.clocks;
+    if (clocks === undefined) return record;
+    let loans: KeyRecord["loans"] | undefined;
+    for (const [k, loan] of record.loans) {
+      if (loan.borrower !== this.opts.region || !clocks.excluded(loan.lender)) continue;
+      loans ??= new Map(record.loans);
+      loans.delete(k);
+    }
+    return loans === undefined ? record : { ...record, loans };
   }
 
   status(): DaemonStatus {
@@ -389,7 +495,23 @@ export class GossipDaemon {
       peers,
       sample: Object.fromEntries(this.policy.sample),
       ...(this.deps.rollout !== undefined ? { policy: this.deps.rollout.status() } : {}),
+      ...(this.clocks !== undefined ? { clock: this.clockStatus(this.clocks) } : {}),
     };
+  }
+
+  private clockStatus(clocks: PeerClocks): NonNullable<DaemonStatus["clock"]> {
+    const out: NonNullable<DaemonStatus["clock"]> = {};
+    for (const peer of this.opts.peers) {
+      const v = clocks.view(peer);
+      if (v === undefined) continue;
+      out[peer] = {
+        offsetUs: v.estimate === undefined ? null : Math.round(v.estimate.offsetUs),
+        uncertaintyUs: v.estimate === undefined ? null : Math.round(v.estimate.uncertaintyUs),
+        excluded: v.excluded,
+        reason: v.reason,
+      };
+    }
+    return out;
   }
 
   /** For tests: the replicated record of a key. */

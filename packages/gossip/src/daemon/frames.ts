@@ -4,6 +4,7 @@
 // relayed). Redis is not touched here: a merged key is handed back to the
 // daemon (`onMerged`), which writes it into Redis between rounds.
 import {
+  type ClockFrame,
   CrdtMap,
   type DecodeLimits,
   decodeFrame,
@@ -35,6 +36,8 @@ export interface FrameHandlingDeps {
   readonly knows: (key: string) => boolean;
   /** A remote record changed the map: write it into Redis. */
   readonly onMerged: (keys: readonly string[]) => void;
+  /** A peer's clock stamp (the clock check; ignored when absent). */
+  readonly onClock?: ((peer: string, frame: ClockFrame) => void) | undefined;
 }
 
 export class FrameHandling {
@@ -46,7 +49,7 @@ export class FrameHandling {
 
   constructor(private readonly d: FrameHandlingDeps) {}
 
-  private send(peer: string, frame: Frame): boolean {
+  send(peer: string, frame: Frame): boolean {
     const bytes = encodeFrame(frame);
     const ok = this.d.link.send(peer, bytes);
     if (ok) {
@@ -127,6 +130,9 @@ export class FrameHandling {
       }
       case "digest":
         for (const f of this.d.replica.repairFrames(frame)) this.send(peer, f);
+        return;
+      case "clock":
+        this.d.onClock?.(peer, frame);
         return;
     }
   }

@@ -39,6 +39,7 @@ import {
 import pino from "pino";
 import { Gauge, Registry } from "prom-client";
 import { Mesh } from "../transport/index.js";
+import type { ClockCheckOptions } from "./clock-offsets.js";
 import { GossipDaemon, type PolicyResolver } from "./daemon.js";
 import { createDaemonMetrics } from "./metrics.js";
 import { watchRecovery } from "./recovery.js";
@@ -86,6 +87,16 @@ function meshTls(config: RegionConfig): { keyPath: string; certPath: string; caP
   }
   if (problems.length > 0) throw new ConfigError(config.file, problems);
   return { keyPath: tls.key, certPath: tls.cert, caPath: tls.ca };
+}
+
+/** The clock check's thresholds from the config: fractions of 2ε (DESIGN §1.2 "Checked"). */
+export function clockCheckOptions(config: RegionConfig): ClockCheckOptions {
+  const twoEpsUs = 2 * config.lease.epsilonMs * 1000;
+  return {
+    excludeAboveUs: config.gossip.clock.safeFraction * twoEpsUs,
+    resumeAtOrBelowUs: config.gossip.clock.resumeFraction * twoEpsUs,
+    maxSampleAgeUs: config.gossip.clock.maxSampleAgeMs * 1000,
+  };
 }
 
 export function policyResolver(config: RegionConfig, loaded?: PolicySet): PolicyResolver {
@@ -313,6 +324,7 @@ export async function startGossip(
       peers: peers.map((p) => p.id),
       round: config.gossip.round,
       reweighting: config.gossip.reweighting,
+      ...(config.gossip.clock.check ? { clockCheck: clockCheckOptions(config) } : {}),
     },
     {
       store,
@@ -328,6 +340,17 @@ export async function startGossip(
           : policyResolver(config, policies),
       ...(rollout !== undefined ? { rollout } : {}),
       metrics,
+      onClockChange: (c) => {
+        const fields = {
+          event: c.excluded ? "clock_peer_excluded" : "clock_peer_resumed",
+          peer: c.peer,
+          offsetUs: c.offsetUs === undefined ? null : Math.round(c.offsetUs),
+          uncertaintyUs: c.uncertaintyUs === undefined ? null : Math.round(c.uncertaintyUs),
+        };
+        if (c.excluded)
+          log.warn(fields, `clock check: ${c.peer} excluded from lending and borrowing (${c.reason})`);
+        else log.info(fields, `clock check: ${c.peer} back in range (${c.reason})`);
+      },
       // `where` is "<step> <key>": throttle per step, not per key.
       onError: (where, err) =>
         events.emit(

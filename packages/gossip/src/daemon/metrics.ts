@@ -24,6 +24,14 @@ export interface DaemonMetrics {
   setupDrift: Gauge<"setting">;
   /** Times a checked setting became unsafe while running, by setting. */
   setupDriftChanges: Counter<"setting">;
+  /** Estimated clock_peer − clock_self of the Redis clocks, seconds (DESIGN §1.2 "Checked"). */
+  clockOffset: Gauge<"peer">;
+  /** Half-width of that estimate's interval, seconds. */
+  clockUncertainty: Gauge<"peer">;
+  /** 1 while lending to and borrowing from the peer is off for its clock. */
+  clockExcluded: Gauge<"peer">;
+  /** Times the peer was excluded for its clock (or a missing or stale estimate). */
+  clockExclusions: Counter<"peer">;
 }
 
 export interface DaemonMetricsOptions {
@@ -142,5 +150,29 @@ export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOp
     }),
     setupDrift,
     setupDriftChanges,
+    clockOffset: new Gauge({
+      name: "geoquota_clock_offset_seconds",
+      help: "Estimated offset of the peer's Redis clock from this region's (peer − self), seconds",
+      labelNames: ["peer"],
+      registers,
+    }),
+    clockUncertainty: new Gauge({
+      name: "geoquota_clock_offset_uncertainty_seconds",
+      help: "Half-width of the clock offset estimate (the round trip less the peer's hold, halved), seconds",
+      labelNames: ["peer"],
+      registers,
+    }),
+    clockExcluded: new Gauge({
+      name: "geoquota_clock_peer_excluded",
+      help: "1 while no loans are granted to or used from the peer: its clock offset may exceed the safe margin",
+      labelNames: ["peer"],
+      registers,
+    }),
+    clockExclusions: new Counter({
+      name: "geoquota_clock_exclusions_total",
+      help: "Times a peer was taken out of lending for its clock offset (or a missing or stale estimate)",
+      labelNames: ["peer"],
+      registers,
+    }),
   };
 }

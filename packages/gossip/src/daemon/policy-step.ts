@@ -47,6 +47,8 @@ export interface PolicyStepDeps {
   /** Monotonic ms. */
   readonly now: () => number;
   readonly onError: ((where: string, err: unknown) => void) | undefined;
+  /** The clock check excludes this peer: no loans to it, its loans to us are returned (DESIGN §1.2). */
+  readonly excluded: (peer: string) => boolean;
 }
 
 export class PolicyStep {
@@ -115,8 +117,26 @@ export class PolicyStep {
         this.d.metrics?.share.set({ key, region }, target);
       }
     }
-    await this.returns(key, p.policy, decision.returns);
+    await this.returns(key, p.policy, this.withExcludedReturns(decision.returns, state.inUse));
     await this.grants(key, p.policy, state, decision.grants);
+  }
+
+  /**
+   * Loans in use from a lender whose clock may be off by more than the margin
+   * are returned early: with the lender's clock ahead, its reservation may
+   * lapse (deadline + ε on its clock) before this region stops using the
+   * loan (deadline − ε on ours); an early return frees it only on receipt.
+   */
+  private withExcludedReturns(
+    returns: readonly { lender: string; seq: number }[],
+    inUse: KeyState["inUse"],
+  ): readonly { lender: string; seq: number }[] {
+    const extra = inUse.filter(
+      (l) => this.d.excluded(l.lender) && !returns.some((r) => r.lender === l.lender && r.seq >= l.seq),
+    );
+    return extra.length === 0
+      ? returns
+      : [...returns, ...extra.map((l) => ({ lender: l.lender, seq: l.seq }))];
   }
 
   /** Returns first: they free this region's use before anything else. */
@@ -152,6 +172,8 @@ export class PolicyStep {
       // used there: skip it, so a partition returns our share to us within
       // D + ε instead of after the borrower's demand estimate decays.
       if (!this.d.link.isUp(borrower)) continue;
+      // Nor to one whose clock may be off by more than the margin (DESIGN §1.2).
+      if (this.d.excluded(borrower)) continue;
       try {
         const loan = await this.d.store.grantLoan(policy, borrower, units);
         if (loan) {

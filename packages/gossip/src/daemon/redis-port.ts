@@ -75,6 +75,11 @@ export async function createRedisDaemonStore(
   }
 
   return {
+    async redisTimeUs() {
+      // Cluster: any node; each shard's host should be NTP-synced like the region's others.
+      const [sec, usec] = await redis.time();
+      return Number(sec) * 1_000_000 + Number(usec);
+    },
     checkPrimary: primary,
     drifting: () => watcher.drifting(),
 

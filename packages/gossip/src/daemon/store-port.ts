@@ -65,5 +65,11 @@ export interface DaemonStore {
    * back by `readKey` leave the region only after this succeeded (DESIGN §4).
    */
   waitDurable(policy: KeyPolicy, since?: unknown): Promise<boolean>;
+  /**
+   * Redis TIME now, µs: the clock every loan deadline of this region is in,
+   * sent to peers for their offset estimates (DESIGN §1.2). Required when the
+   * daemon's clock check is on.
+   */
+  redisTimeUs?(): Promise<number>;
   close(): Promise<void>;
 }

@@ -76,7 +76,8 @@ interface PolicyView {
 interface Node {
   readonly id: string;
   readonly index: number;
-  readonly offsetUs: number;
+  /** Redis clock − real time; changed only by a scripted clock step. */
+  offsetUs: number;
   readonly redis: ModelRedis;
   /** The policy its limiters enforce: from the last snapshot they read (kept while unknown, for the checkers). */
   view: PolicyView;
@@ -193,6 +194,8 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     lateReplicas: 0,
     evictions: 0,
     reconnectedWaits: 0,
+    clockExclusions: 0,
+    clockResumes: 0,
   };
   let failure: string | undefined;
   let asyncError: string | undefined;
@@ -643,6 +646,15 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
         digestEveryRounds: opts.fullSyncEveryRounds,
         digestBuckets: 1,
         reweighting: opts.reweighting,
+        ...(opts.clockCheck !== undefined
+          ? {
+              clockCheck: {
+                excludeAboveUs: opts.clockCheck.safeFraction * 2 * opts.epsilonUs,
+                resumeAtOrBelowUs: opts.clockCheck.resumeFraction * 2 * opts.epsilonUs,
+                maxSampleAgeUs: Math.max(5_000_000, 2 * opts.roundMaxUs),
+              },
+            }
+          : {}),
       },
       {
         store,
@@ -681,6 +693,10 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
         now: () => clock.nowUs() / 1000,
         wallNowMs: () => Math.floor(localNow(node) / 1000),
         timers,
+        onClockChange: (c) => {
+          if (c.excluded) stats.clockExclusions++;
+          else stats.clockResumes++;
+        },
         onError: (where, err) => {
           if (node.life !== life) return;
           asyncError ??= `daemon ${node.id} ${where}: ${err instanceof Error ? err.message : String(err)}`;
@@ -960,6 +976,15 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
       if (node.daemon === undefined) startDaemon(node);
     });
   }
+  for (const step of opts.faults.clockSteps ?? []) {
+    const node = nodes[step.region];
+    if (node === undefined) throw new RangeError(`clock step: no region ${step.region}`);
+    if (!(step.stepUs > 0)) throw new RangeError("clock step: stepUs must be > 0 (forward steps only)");
+    clock.at(step.atUs, () => {
+      node.offsetUs += step.stepUs;
+      scheduleBreakpoints(node);
+    });
+  }
   const wipes = (opts.faults.wipes ?? []).map((w) => ({ node: nodes[w.region], atUs: w.atUs }));
   for (let i = 0; i < opts.faults.stateLosses; i++)
     wipes.push({ node: faultRng.pick(nodes), atUs: faultWindow() });
@@ -1236,6 +1261,8 @@ export async function runModel(opts: ModelOptions): Promise<ModelResult> {
     lateReplicas: stats.lateReplicas,
     evictions: stats.evictions,
     reconnectedWaits: stats.reconnectedWaits,
+    clockExclusions: stats.clockExclusions,
+    clockResumes: stats.clockResumes,
     policyCompletedUs: completedAllUs,
     events: clock.executed,
   };

@@ -54,6 +54,10 @@ export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
   };
 
   return {
+    redisTimeUs() {
+      return env.exec((now) => now);
+    },
+
     drainDirty(max) {
       return env.exec(() => {
         const r = env.redis();

@@ -99,6 +99,16 @@ export interface FaultOptions {
     readonly untilUs: number;
     readonly isolate: number;
   }[];
+  /**
+   * Scripted clock steps: at real `atUs` region index `region`'s Redis clock
+   * jumps forward by `stepUs` (an NTP step, a VM migration). Forward only: a
+   * clock that ran ahead of the others frees its reservations early.
+   */
+  readonly clockSteps?: readonly {
+    readonly atUs: number;
+    readonly region: number;
+    readonly stepUs: number;
+  }[];
 }
 
 /** In-process leased clients (DESIGN §7) using the model's lease scripts. */
@@ -170,6 +180,13 @@ export interface ModelOptions {
   readonly clients: ClientOptions;
   /** False: daemons never lend or borrow (static slices; DaemonOptions.reweighting). */
   readonly reweighting: boolean;
+  /**
+   * The daemons' clock check (DaemonOptions.clockCheck, config `gossip.clock`):
+   * exclude a peer above safeFraction·2ε, resume at resumeFraction·2ε. Absent:
+   * off, so the random scenarios keep lending across offsets up to the full 2ε
+   * spread, where the loan margins are tight (a checking daemon would refuse).
+   */
+  readonly clockCheck?: { readonly safeFraction: number; readonly resumeFraction: number };
   readonly policyRule: PolicyChangeRule;
   readonly bugs: PlantedBugs;
 }
@@ -204,6 +221,9 @@ export interface ModelResult {
   readonly evictions: number;
   /** WAITs that a failover behind one address moved onto the new primary (issue 21). */
   readonly reconnectedWaits: number;
+  /** Clock check: peers taken out of lending after being in (and let back in), summed over daemons. */
+  readonly clockExclusions: number;
+  readonly clockResumes: number;
   /** When every region's snapshot first had the last proposed policy version completed (undefined: never). */
   readonly policyCompletedUs: number | undefined;
   readonly events: number;
