@@ -17,6 +17,7 @@ import { PROBLEM_JSON, prefersProblem, problemOf, quotaExceeded } from "./proble
 import { type CheckResult, Limiter } from "./limiter.js";
 import { documentOf, type PolicyAdmin, StaticPolicies } from "./policy-source.js";
 import { registerPolicyRoutes } from "./policy-routes.js";
+import { registerAuthRoute } from "./auth-route.js";
 import { type AuditLog, auditAdminRoutes, MemoryAuditLog, registerAdminRoutes } from "./admin-routes.js";
 import { ThrottledEvents } from "./log-events.js";
 import { breakerStateValue, createMetrics, OTHER_RESOURCE } from "./metrics.js";
@@ -363,6 +364,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return r.allowed ? reply.code(200).send(single) : sendDenied(req, reply, r, single);
     },
   );
+
+  // The same single check for nginx auth_request, answered by status (auth-route.ts).
+  registerAuthRoute(app, { limiter, headerOptions, sendError });
 
   // Refunds need the receipt of an allowed check (DESIGN §7; packages/limiter/README.md).
   app.post("/v1/refund", { schema: { body: withParser(RefundSchema, (d) => d) } }, async (req, reply) => {

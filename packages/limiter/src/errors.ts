@@ -16,6 +16,10 @@ export const ERRORS = {
   GQ_ERR_INVALID_POLICY: { statusCode: 400, message: "policy is invalid" },
   GQ_ERR_REFUND_EXCEEDS_RECEIPT: { statusCode: 400, message: "refund cost is more than the receipt's cost" },
   GQ_ERR_UNAUTHORIZED: { statusCode: 401, message: "missing or wrong bearer token" },
+  GQ_ERR_AUTH_INVALID: {
+    statusCode: 401,
+    message: "GET /v1/auth: the tenant, resource or cost is missing or invalid",
+  },
   GQ_ERR_RECEIPT_INVALID: {
     statusCode: 403,
     message: "receipt: not a refund receipt this service issued (forged, altered or malformed)",

@@ -18,12 +18,20 @@ export interface ResponseDoc {
   readonly headers?: readonly string[];
 }
 
+export interface ParameterDoc {
+  readonly name: string;
+  readonly in: "query" | "header";
+  readonly description: string;
+}
+
 export interface RouteDoc {
   readonly summary: string;
   readonly description?: string;
   readonly tags?: readonly string[];
   /** Needs `Authorization: Bearer <adminToken>`. */
   readonly admin?: boolean;
+  /** Query and header parameters (path parameters come from the route's URL). */
+  readonly parameters?: readonly ParameterDoc[];
   readonly responses: Readonly<Record<number, ResponseDoc>>;
 }
 
@@ -112,12 +120,20 @@ export function openApiDocument(routes: readonly RegisteredRoute[], info: OpenAp
   const paths: Record<string, Record<string, Json>> = {};
   for (const r of routes) {
     const path = openApiPath(r.url);
-    const params = [...r.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => ({
+    const params: Json[] = [...r.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => ({
       name: m[1],
       in: "path",
       required: true,
       schema: { type: "string" },
     }));
+    for (const p of r.doc?.parameters ?? [])
+      params.push({
+        name: p.name,
+        in: p.in,
+        required: false,
+        schema: { type: "string" },
+        description: p.description,
+      });
     const responses: Json = {};
     for (const [status, res] of Object.entries(r.doc?.responses ?? {})) {
       const entry: Json = { description: res.description };

@@ -49,6 +49,9 @@ async function regionApp(): Promise<FastifyInstance> {
     config: testConfig({
       region: REGION,
       regions: [{ id: REGION, gossip: "127.0.0.1:7301" }],
+      // These tests are about resets and audit, not timeouts: a loaded machine's slow Redis
+      // reply must not turn a check into a 503 (the helper's 50 ms did, at load 30).
+      redis: { url: "redis://127.0.0.1:1", timeoutMs: 5000 },
     }),
     policies: policies(),
     audit: new RedisAuditLog(redis),
@@ -95,17 +98,21 @@ describe("policy reset KEY: the key's state in this region restarts empty", () =
         return res;
       };
       for (let i = 0; i < 3; i++) expect((await attempt()).statusCode).toBe(200);
+      const resetSentMs = performance.now();
       const r = await reset(app, tenant, resource);
       expect(r.statusCode).toBe(200);
       // Right after: nothing left (the next token comes 1/r = 200 ms later). Then it refills from
       // now at r: hammer for 700 ms; every admission counts for the oracle (checked first: a
       // reset to full shows as an excess over C + r·T).
       const next = await attempt();
+      const nextWithinOneToken = performance.now() - resetSentMs < 1000 / R;
       const until = performance.now() + 700;
       while (performance.now() < until) await attempt();
       const verdict = checkGlobalBound(admissions, { capacity: C, refillPerSecond: R });
       expect(verdict.ok, JSON.stringify(verdict)).toBe(true);
-      expect(next.statusCode).toBe(429);
+      // A loaded machine may take longer than 1/r between the reset and the next check: a token
+      // may then have refilled (the oracle above still holds the bound).
+      if (nextWithinOneToken) expect(next.statusCode).toBe(429);
       const body = r.json();
       expect(body).toMatchObject({
         tenant,

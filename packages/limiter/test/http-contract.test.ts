@@ -159,6 +159,7 @@ describe("GET /openapi.json", () => {
     "GET /metrics",
     "GET /openapi.json",
     "GET /readyz",
+    "GET /v1/auth",
     "GET /v1/policies",
     "GET /v1/policy",
     "GET /v1/policy/history",

@@ -21,18 +21,35 @@ function onPath(name: string): string | undefined {
   return undefined;
 }
 
+const BINARIES = {
+  "redis-server": {
+    env: "GQ_REDIS_SERVER",
+    fix: "install Debian's redis-server (apt-get install -y redis-server) or run `bash scripts/bootstrap.sh`",
+  },
+  "toxiproxy-server": {
+    env: "GQ_TOXIPROXY_SERVER",
+    fix: "run `bash scripts/bootstrap.sh` (builds it with `go install github.com/Shopify/toxiproxy/v2/cmd/server`)",
+  },
+  nginx: {
+    env: "GQ_NGINX",
+    fix: "install Debian's nginx (apt-get install -y nginx) or run `bash scripts/bootstrap.sh`",
+  },
+} as const;
+
 /**
  * Locates a server binary: an explicit environment variable, the project's
- * git-ignored `.bin/` (where scripts/bootstrap.sh builds Toxiproxy), then PATH.
+ * git-ignored `.bin/` (where scripts/bootstrap.sh builds Toxiproxy), then PATH
+ * (and /usr/sbin, where Debian puts nginx, off a normal user's PATH).
  * A missing binary is an error that names the fix, never a skipped test.
  */
-export function findBinary(name: "redis-server" | "toxiproxy-server"): string {
-  const envName = name === "redis-server" ? "GQ_REDIS_SERVER" : "GQ_TOXIPROXY_SERVER";
-  const candidates = [process.env[envName], join(repoRoot, ".bin", name), onPath(name)];
+export function findBinary(name: keyof typeof BINARIES): string {
+  const { env: envName, fix } = BINARIES[name];
+  const candidates = [
+    process.env[envName],
+    join(repoRoot, ".bin", name),
+    onPath(name),
+    join("/usr/sbin", name),
+  ];
   for (const c of candidates) if (c && executable(c)) return c;
-  const fix =
-    name === "redis-server"
-      ? "install Debian's redis-server (apt-get install -y redis-server) or run `bash scripts/bootstrap.sh`"
-      : "run `bash scripts/bootstrap.sh` (builds it with `go install github.com/Shopify/toxiproxy/v2/cmd/server`)";
   throw new Error(`${name} not found (looked at $${envName}, ${join(repoRoot, ".bin")}, PATH): ${fix}`);
 }

@@ -55,6 +55,9 @@ export interface SpawnOptions {
    * process that reports its own readiness instead of being polled.
    */
   readonly ipc?: boolean;
+  /** Run as this user and group (a root test run starting a server that must not run as root, e.g. nginx). */
+  readonly uid?: number;
+  readonly gid?: number;
 }
 
 /** Spawns a long-running server process and tracks it for cleanup. */
@@ -68,6 +71,8 @@ export function spawnManaged(
   const child = spawn(command, [...args], {
     stdio: options.ipc ? ["ignore", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe"],
     env: { ...process.env, ...env },
+    ...(options.uid !== undefined ? { uid: options.uid } : {}),
+    ...(options.gid !== undefined ? { gid: options.gid } : {}),
   });
   let out = "";
   const collect = (chunk: Buffer) => {

@@ -4,11 +4,14 @@
 // test files share (redis-fixture.ts, policy-fixture.ts), and is never a dependency of a shipped
 // package.
 export {
+  bindRetrying,
   candidatePort,
   findBinary,
   isLoopback,
+  listeningPorts,
   livePids,
   type ManagedProcess,
+  PortTakenError,
   type RedisClusterServers,
   type RedisServer,
   repoRoot,
