@@ -123,8 +123,13 @@ export const RegionConfigSchema = z
         .strictObject({
           minMs: intIn(50, 60_000).default(200),
           maxMs: intIn(50, 60_000).default(500),
+          /**
+           * While target shares move, the next round comes in [fastMs, 2·fastMs] (daemon.ts);
+           * a value above minMs counts as minMs.
+           */
+          fastMs: intIn(10, 60_000).default(50),
         })
-        .default({ minMs: 200, maxMs: 500 })
+        .default({ minMs: 200, maxMs: 500, fastMs: 50 })
         .refine((r) => r.maxMs >= r.minMs, { message: "expected maxMs ≥ minMs", path: ["maxMs"] }),
       /**
        * Move quota to where demand is (DESIGN §3). Off: every region keeps its

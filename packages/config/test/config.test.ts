@@ -49,7 +49,7 @@ describe("region config", () => {
       const c = loadRegionConfig(join(regionsDir, `${id}.json`), {});
       expect(c.region).toBe(id);
       expect(c.regions.map((r) => r.id)).toEqual(ids);
-      expect(c.gossip.round).toEqual({ minMs: 200, maxMs: 500 });
+      expect(c.gossip.round).toEqual({ minMs: 200, maxMs: 500, fastMs: 50 });
       expect(c.lease).toEqual({ epsilonMs: 250, loanDurationMs: 3000 });
       expect(c.floorPpm).toBe(20_000);
       expect(c.redis.timeoutMs).toBe(50);

@@ -9,6 +9,8 @@ export interface TargetShareGauge {
 /** The daemon's own metrics (the transport registers its link metrics separately). */
 export interface DaemonMetrics {
   roundDuration: Histogram<string>;
+  /** Rounds scheduled at the fast cadence because some key's targets moved (daemon.ts). */
+  fastRounds: Counter<string>;
   bytesIn: Counter<"peer">;
   bytesOut: Counter<"peer">;
   framesIn: Counter<"peer" | "kind">;
@@ -86,6 +88,11 @@ export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOp
       name: "geoquota_gossip_round_duration_seconds",
       help: "Duration of one gossip round (local reads, policy, shipping)",
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers,
+    }),
+    fastRounds: new Counter({
+      name: "geoquota_gossip_fast_rounds_total",
+      help: "Rounds that came at the fast cadence because the round before moved some key's target shares",
       registers,
     }),
     bytesIn: new Counter({
