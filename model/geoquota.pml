@@ -36,13 +36,18 @@
 #endif
 
 #define U     4            /* share units (ppm in the product) */
-#define EPS   1            /* clock margin, ticks */
+#ifndef EPS
+#define EPS   1            /* clock margin, ticks (spin -DEPS=2: a time grain finer than eps) */
+#endif
+#ifndef D
 #define D     3            /* loan duration = max lease duration, ticks */
+#endif
 #define R     1            /* refill: tokens per tick at full share */
 #define FLOOR 1            /* every region's floor share */
 #define RECLEN (D + 2*EPS) /* recovery length after a state loss */
 #define NS    2            /* staircase entries a lender keeps per borrower */
-#define TB    4            /* bias of stored relative instants (0 = none) */
+#define TB    (AMAX + EPS) /* bias of stored relative instants (0 = none): a
+                              lazy bucket looks back AMAX ticks, a margin EPS more */
 #define AMAX  3            /* a lazy bucket is settled at least every AMAX ticks */
 
 /* Policy: C tokens and base shares, before and after the one change. */
@@ -101,15 +106,24 @@
 #define P_GROW_EARLY            26   /* growth before every region applied the change */
 #define P_GROW_BEFORE_LAPSE     27   /* growth before the loans of the old base lapsed */
 #define P_GROWTH_IGNORES_LEASES 28   /* growth waits for the old loans, not D + 2 eps */
+#define P_LEND_IGNORES_OTHERS   29   /* lendable ignores what is reserved for other borrowers */
+#define P_LEASE_TO_DEADLINE     30   /* a lease on borrowed share pinned to the deadline, not deadline - eps */
+#define P_HOLD_SHORT            31   /* leased-mode recovery holds share 0 for D - eps, not D + eps */
+#define P_CLIENT_LATE           32   /* a leased client spends up to eps after its lease expired */
 
 hidden byte plant;                  /* GQ_PLANT (constant during a run) */
+hidden byte pinning;                /* inside pinHolds (P_LEASE_TO_DEADLINE) */
 hidden byte lazy;                   /* buckets settled lazily (refill plants) */
 hidden byte fLeased, fLoss, fPolicy, fLoans, fOffs, cNew;
 #define PL(x) (plant == (x))
 
 /* The margins of DESIGN §3 at relative instant t. d: stored deadline. */
-#define USES(k, t, d) ((d) > 0 && (PL(P_BORROWER_LATE) -> ((t) + off[k] < REL(d) + EPS) : ((t) + off[k] + EPS < REL(d))))
+#define USES(k, t, d) ((d) > 0 && (PL(P_BORROWER_LATE) -> ((t) + off[k] < REL(d) + EPS) : \
+  ((pinning && PL(P_LEASE_TO_DEADLINE)) -> ((t) + off[k] < REL(d)) : ((t) + off[k] + EPS < REL(d)))))
 #define RESERVES(j, t, d) ((d) > 0 && (PL(P_LENDER_SHORT) -> ((t) + off[j] < REL(d)) : ((t) + off[j] < REL(d) + EPS)))
+
+/* how long after its lease's expiry a client still spends (0; eps planted) */
+#define LATE (PL(P_CLIENT_LATE) -> EPS : 0)
 
 /* ------------------------------------------------------------ state */
 
@@ -186,7 +200,7 @@ inline shareAt(i, t, res) {
   if
   :: RECOV(i, t) ->
     if
-    :: leasedMode && !PL(P_RECOVERY_FLOOR) && (t) < REL(recE[i]) - EPS -> res = 0
+    :: leasedMode && !PL(P_RECOVERY_FLOOR) && (t) < REL(recE[i]) - (PL(P_HOLD_SHORT) -> 3 * EPS : EPS) -> res = 0
     :: else -> baseEff(i, hb); res = MIN(FLOOR, hb)
     fi
   :: else ->
@@ -301,7 +315,7 @@ inline presettle(i) {
  * stand now, the leased units fit the capacity at every instant from now to
  * the lease's expiry. Result in hok. */
 inline pinHolds(i) {
-  hok = 1;
+  hok = 1; pinning = 1;
   cEff(i, hC);
   hx = 0;
   do
@@ -313,7 +327,8 @@ inline pinHolds(i) {
     fi;
     hx++
   :: else -> break
-  od
+  od;
+  pinning = 0
 }
 
 /* ------------------------------------------------------------ invariants */
@@ -387,7 +402,7 @@ inline canonicalize() {
     :: else -> skip
     fi;
     if
-    :: cl[hi] > 0 && 0 >= REL(le[hi]) -> cl[hi] = 0
+    :: cl[hi] > 0 && 0 >= REL(le[hi]) + LATE -> cl[hi] = 0
     :: else -> skip
     fi;
     if :: lg[hi] == 0 && cl[hi] == 0 -> le[hi] = 0 :: else -> skip fi;
@@ -505,6 +520,7 @@ inline grant() {
   /* lendable: own base only (trap 3), never below floor */
   if
   :: PL(P_RELEND) -> shareAt(cI, 0, hsh); hb = hsh + hx   /* borrowed units included */
+  :: PL(P_LEND_IGNORES_OTHERS) -> baseEff(cI, hb)   /* only cK's own reservation counted (hx) */
   :: else -> baseEff(cI, hb); hb = hb - hy
   fi;
   if :: !PL(P_BELOW_FLOOR) -> hb = hb - FLOOR :: else -> skip fi;
@@ -719,7 +735,7 @@ inline growthWait() {
 #define HASREG(j, k) (gD[PI(j, k)] > 0)
 #define HASLOAN(j, k) (inD[PI(j, k)] > retS[PI(j, k)])
 #define CANLEASE(i) (leasedMode && lg[i] == 0 && cl[i] == 0)
-#define CANSPEND(i) (cl[i] > 0 && 0 < REL(le[i]))
+#define CANSPEND(i) (cl[i] > 0 && 0 < REL(le[i]) + LATE)
 #define PV0(i) (polIssued && pv[i] == 0)
 #define PV1(i) (gw == 1 && pv[i] == 1)
 
@@ -736,20 +752,21 @@ active proctype world() {
     cNew = getenv("GQ_CNEW") ? atoi(getenv("GQ_CNEW")) : 1;
   };
   lazy = PL(P_COARSE_REFILL) || PL(P_CLAMP_NOW) || PL(P_CLAMP_LARGER) || PL(P_NO_SETTLE);
-  printf("MSC: plant %d leased %d loss %d policy %d loans %d offsets %d lazy %d\n", plant, fLeased, fLoss, fPolicy, fLoans, fOffs, lazy);
+  printf("MSC: eps %d D %d plant %d leased %d loss %d policy %d loans %d offsets %d lazy %d\n", EPS, D, plant, fLeased, fLoss, fPolicy, fLoans, fOffs, lazy);
   atomic {
     /* clocks: any offsets within 2 eps; leased mode on or off */
     if
     :: fOffs == 1 ->
       cI = 0;
       do
-      :: cI < N -> if :: off[cI] = 0 :: off[cI] = 1 :: off[cI] = 2 fi; cI++
+      :: cI < N ->   /* any offset in 0..2 eps */
+        off[cI] = 0; do :: off[cI] < 2 * EPS -> off[cI]++ :: break od; cI++
       :: else -> break
       od
     :: fOffs == 2 -> skip   /* equal clocks only (enough without loans) */
     :: else ->
       /* equal clocks (all equal offsets are alike), or one region 2 eps ahead */
-      if :: skip :: PICKR(cI, ANY); off[cI] = 2 fi
+      if :: skip :: PICKR(cI, ANY); off[cI] = 2 * EPS fi
     fi;
     if
     :: fLeased == 2 -> if :: leasedMode = 1 :: leasedMode = 0 fi

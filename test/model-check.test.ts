@@ -1,10 +1,13 @@
 // The Spin model of the lease protocol (model/geoquota.pml, model/README.md)
-// is checked here: the safe 2-region model exhaustively in every slice
-// (errors: 0, the whole state space: state count and depth printed), the
-// 3-region model in a bounded (bitstate, depth-limited) search, and every
-// planted variant of model/plants.json must produce a counterexample trail
-// (its length printed). Needs `spin` and `gcc` (scripts/bootstrap.sh installs
-// them). GQ_MODEL_LONG=1 runs deeper checks (see model/README.md "Runs").
+// is checked here: the safe model exhaustively (COLLAPSE) in every slice of
+// model/slices.json "test" — 2 and 3 regions, the fine time grain — each to
+// "Full statespace search" with errors: 0 and no truncated search (states,
+// depth and time printed), and every planted variant of model/plants.json
+// must produce a counterexample trail (its length printed); a plant with
+// safeAt must give none, exhaustively, in those builds (it needs a third
+// region, or ticks finer than ε). Needs
+// `spin` and `gcc` (scripts/bootstrap.sh installs them). The larger runs
+// (slices.json "full") are `npm run model:full` (scripts/model-full.mjs).
 import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { cpus } from "node:os";
@@ -13,7 +16,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const MODEL = join(ROOT, "model");
-const LONG = process.env.GQ_MODEL_LONG === "1";
 const JOBS = Math.max(1, Math.min(2, cpus().length));
 
 type Env = Record<string, number>;
@@ -21,68 +23,31 @@ interface Plant {
   name: string;
   plant: number;
   rule: string;
-  n?: 3;
+  n?: 2 | 3;
+  defs?: string[];
+  /** builds where the same plant must give no trail (it needs 3 regions or the fine grain) */
+  safeAt?: { n: 2 | 3; defs: string[] }[];
   env: Env;
   planted: string[];
 }
 const plants = (JSON.parse(readFileSync(join(MODEL, "plants.json"), "utf8")) as { plants: Plant[] }).plants;
 
-/** An exhaustive slice of the safe model (model/README.md "Runs"). */
+/** An exhaustive slice of the safe model (model/slices.json, model/README.md "Runs"). */
 interface Slice {
   name: string;
   covers: string;
   n: 2 | 3;
+  defs?: string[];
   env: Env;
+  pan?: string[];
 }
-const slices: Slice[] = [
-  {
-    name: "loans+loss",
-    covers:
-      "loans (grant, renew, merge, early return, lapse) with message faults, state losses and recovery, unleased mode",
-    n: 2,
-    env: { GQ_LEASED: 0, GQ_LOANS: 1, GQ_LOSS: 1, GQ_POLICY: 0 },
-  },
-  {
-    name: "loans+policy",
-    covers: "loans with message faults across a policy change of the weights, unleased mode",
-    n: 2,
-    env: { GQ_LEASED: 0, GQ_LOANS: 1, GQ_LOSS: 0, GQ_POLICY: 1, GQ_CNEW: 1 },
-  },
-  {
-    name: "leases+loans",
-    covers: "process leases pinned to share with loans and message faults, leased mode",
-    n: 2,
-    env: { GQ_LEASED: 1, GQ_LOANS: 1, GQ_LOSS: 0, GQ_POLICY: 0 },
-  },
-  {
-    name: "leases+loss",
-    covers:
-      "process leases across state losses and leased-mode recovery (share 0, then floor, empty buckets)",
-    n: 2,
-    env: { GQ_LEASED: 1, GQ_LOANS: 0, GQ_LOSS: 1, GQ_POLICY: 0, GQ_OFFS: 2 },
-  },
-  {
-    name: "leases+loss+policy",
-    covers:
-      "process leases across state losses and a policy change of C (1 -> 2) and the weights, leased mode",
-    n: 2,
-    env: { GQ_LEASED: 1, GQ_LOANS: 0, GQ_LOSS: 1, GQ_POLICY: 1, GQ_OFFS: 2, GQ_CNEW: 2 },
-  },
-];
-const longSlices: Slice[] = [
-  {
-    name: "loans+loss+policy",
-    covers: "loans with message faults, state losses and a policy change of C and the weights, unleased mode",
-    n: 2,
-    env: { GQ_LEASED: 0, GQ_LOANS: 1, GQ_LOSS: 1, GQ_POLICY: 1, GQ_CNEW: 2 },
-  },
-  {
-    name: "leases+loans+loss",
-    covers: "process leases with loans, message faults and state losses, leased mode",
-    n: 2,
-    env: { GQ_LEASED: 1, GQ_LOANS: 1, GQ_LOSS: 1, GQ_POLICY: 0 },
-  },
-];
+const slices = (JSON.parse(readFileSync(join(MODEL, "slices.json"), "utf8")) as { test: Slice[] }).test;
+const DEFAULT_PAN = ["-m3000000", "-w24"];
+/** One verifier per region count and compile-time defines. */
+const binName = (n: number, defs: string[] = []): string =>
+  `n${n}${defs.map((d) => d.replace(/\W+/g, "_")).join("")}`;
+/** A slice's name within the set: regions, defines, features (the fine-grain slices reuse names). */
+const sliceKey = (s: Slice): string => `${binName(s.n, s.defs)}-${s.name.replace(/\W+/g, "-")}`;
 
 interface PanResult {
   out: string;
@@ -136,14 +101,8 @@ const work = join(ROOT, ".tmp", `model-check-${process.pid}`);
 const bin: Record<string, string> = {};
 const safe = new Map<string, PanResult>();
 const plantRuns = new Map<string, PanResult>();
-let bounded: PanResult | undefined;
-const EXHAUSTIVE = LONG ? ["-m10000000", "-w26"] : ["-m3000000", "-w24"];
-// 3 regions, every feature on: a bitstate search (2^19 bits, so states are
-// dropped on hash collisions) cut at depth 400 steps. Not exhaustive.
-const BOUNDED = {
-  args: LONG ? ["-m3000", "-w27"] : ["-m400", "-w19"],
-  env: { GQ_LEASED: 2, GQ_LOANS: 1, GQ_LOSS: 1, GQ_POLICY: 1 },
-};
+const plantSafe = new Map<string, PanResult>();
+const safeAtKey = (p: Plant, b: { n: number; defs: string[] }): string => `${p.name}@${binName(b.n, b.defs)}`;
 
 async function compile(name: string, defines: string[], cflags: string[]): Promise<void> {
   const dir = join(work, name);
@@ -158,55 +117,71 @@ async function compile(name: string, defines: string[], cflags: string[]): Promi
 }
 
 /** A pan run in its own directory (its trail file), the binary shared. */
-function pan(binName: string, runDir: string, args: string[], env: Env): Promise<PanResult> {
+function pan(build: string, runDir: string, args: string[], env: Env): Promise<PanResult> {
   const dir = join(work, runDir);
   mkdirSync(dir, { recursive: true });
-  copyFileSync(join(work, binName, "geoquota.pml"), join(dir, "geoquota.pml"));
-  const exe = bin[binName];
-  if (!exe) throw new Error(`model-check: verifier ${binName} was not built`);
+  copyFileSync(join(work, build, "geoquota.pml"), join(dir, "geoquota.pml"));
+  const exe = bin[build];
+  if (!exe) throw new Error(`model-check: verifier ${build} was not built`);
   return run(exe, args, dir, env);
 }
 
-beforeAll(
-  async () => {
-    for (const [tool, args] of [
-      ["spin", ["-V"]],
-      ["gcc", ["--version"]],
-    ] as const) {
-      const r = spawnSync(tool, [...args], { encoding: "utf8" });
-      if (r.error || r.status !== 0) {
-        throw new Error(
-          `model-check: ${tool} is not installed or not on PATH (${r.error?.message ?? `exit ${r.status}`}); ` +
-            "scripts/bootstrap.sh installs it (apt-get install spin gcc)",
-        );
-      }
+beforeAll(async () => {
+  for (const [tool, args] of [
+    ["spin", ["-V"]],
+    ["gcc", ["--version"]],
+  ] as const) {
+    const r = spawnSync(tool, [...args], { encoding: "utf8" });
+    if (r.error || r.status !== 0) {
+      throw new Error(
+        `model-check: ${tool} is not installed or not on PATH (${r.error?.message ?? `exit ${r.status}`}); ` +
+          "scripts/bootstrap.sh installs it (apt-get install spin gcc)",
+      );
     }
-    rmSync(work, { recursive: true, force: true });
-    mkdirSync(work, { recursive: true });
-    const collapse = ["-DSAFETY", "-DNOFAIR", "-DNOREDUCE", "-DCOLLAPSE", "-DMEMLIM=3000"];
-    await Promise.all([
-      compile("n2", [], collapse),
-      compile("n3", ["-DN=3"], ["-DSAFETY", "-DNOFAIR", "-DNOREDUCE", "-DBITSTATE"]),
-    ]);
-    const tasks: (() => Promise<void>)[] = [];
-    for (const s of LONG ? [...slices, ...longSlices] : slices) {
-      tasks.push(async () => {
-        safe.set(s.name, await pan("n2", `safe-${s.name.replace(/\W+/g, "-")}`, EXHAUSTIVE, s.env));
-      });
-    }
+  }
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  const collapse = ["-DSAFETY", "-DNOFAIR", "-DNOREDUCE", "-DCOLLAPSE", "-DMEMLIM=3500"];
+  const builds = new Map<string, [number, string[]]>();
+  for (const r of [...slices, ...plants.map((p) => ({ n: p.n ?? 2, defs: p.defs }))]) {
+    builds.set(binName(r.n, r.defs), [r.n, r.defs ?? []]);
+  }
+  for (const p of plants) for (const b of p.safeAt ?? []) builds.set(binName(b.n, b.defs), [b.n, b.defs]);
+  await pool(
+    [...builds].map(
+      ([name, [n, defs]]) =>
+        () =>
+          compile(name, [`-DN=${n}`, ...defs], collapse),
+    ),
+    JOBS,
+  );
+  const tasks: (() => Promise<void>)[] = [];
+  // the 3-region slices (the longest runs) first, so that the two workers end together
+  for (const s of [...slices].sort((a, b) => b.n - a.n)) {
     tasks.push(async () => {
-      bounded = await pan("n3", "bounded", BOUNDED.args, BOUNDED.env);
+      safe.set(
+        sliceKey(s),
+        await pan(binName(s.n, s.defs), `safe-${sliceKey(s)}`, s.pan ?? DEFAULT_PAN, s.env),
+      );
     });
-    for (const p of plants) {
+  }
+  for (const p of plants) {
+    tasks.push(async () => {
+      const env = { ...p.env, GQ_PLANT: p.plant };
+      plantRuns.set(p.name, await pan(binName(p.n ?? 2, p.defs), `plant-${p.name}`, DEFAULT_PAN, env));
+    });
+    for (const b of p.safeAt ?? []) {
       tasks.push(async () => {
-        const [b, args] = p.n === 3 ? ["n3", ["-m3000000", "-w26"]] : ["n2", EXHAUSTIVE];
-        plantRuns.set(p.name, await pan(b, `plant-${p.name}`, args, { ...p.env, GQ_PLANT: p.plant }));
+        const env = { ...p.env, GQ_PLANT: p.plant };
+        const build = binName(b.n, b.defs);
+        plantSafe.set(safeAtKey(p, b), await pan(build, `plant-${p.name}-${build}`, DEFAULT_PAN, env));
       });
     }
-    await pool(tasks, JOBS);
-  },
-  LONG ? 6 * 3_600_000 : 900_000,
-);
+  }
+  await pool(tasks, JOBS);
+  // timeout: ~3 min of pan time per worker on an idle 2-core machine, 17 min
+  // measured under a load average of 25: the margin is for a loaded machine
+}, 3_600_000);
 
 afterAll(() => {
   rmSync(work, { recursive: true, force: true });
@@ -216,39 +191,34 @@ function report(line: string): void {
   process.stdout.write(`model-check: ${line}\n`);
 }
 
+/** The whole state space searched, no error: pan's verdict, not just its exit status. */
+function expectComplete(r: PanResult): void {
+  expect(r.code, r.out).toBe(0);
+  expect(r.out, "no error").toMatch(/errors: 0\b/);
+  expect(r.out, "full state space").toMatch(/Full statespace search/);
+  expect(r.out, "no search cut short").not.toMatch(
+    /Search not completed|max search depth too small|out of memory|reached -DMEMLIM bound/,
+  );
+  expect(existsSync(join(r.dir, "geoquota.pml.trail")), "no trail").toBe(false);
+}
+
 describe("Spin model of the lease protocol (model/geoquota.pml)", () => {
-  for (const s of LONG ? [...slices, ...longSlices] : slices) {
-    it(`2 regions, exhaustive, safe: ${s.name}`, () => {
-      const r = safe.get(s.name);
+  for (const s of slices) {
+    it(`${s.n} regions${s.defs?.length ? ` ${s.defs.join(" ")}` : ""}, exhaustive, safe: ${s.name}`, () => {
+      const r = safe.get(sliceKey(s));
       expect(r, "the run happened").toBeDefined();
       if (!r) return;
       const states = num(r.out, /(\d+) states, stored/);
       const depth = num(r.out, /depth reached (\d+)/);
-      report(`safe ${s.name} (${s.covers}): ${states} states, depth ${depth}, ${r.seconds.toFixed(1)} s`);
-      expect(r.code, r.out).toBe(0);
-      expect(r.out, "no error").toMatch(/errors: 0\b/);
-      expect(r.out, "full state space").toMatch(/Full statespace search/);
-      expect(r.out, "no search cut short").not.toMatch(
-        /Search not completed|max search depth too small|out of memory/,
+      const defs = s.defs?.length ? ` ${s.defs.join(" ")}` : "";
+      report(
+        `safe ${s.n} regions${defs} ${s.name} (${s.covers}): ${states} states, depth ${depth}, ` +
+          `${r.seconds.toFixed(1)} s`,
       );
+      expectComplete(r);
       expect(states).toBeGreaterThan(1000);
     });
   }
-
-  it("3 regions, bounded (bitstate, depth-limited), safe", () => {
-    expect(bounded, "the run happened").toBeDefined();
-    if (!bounded) return;
-    const states = num(bounded.out, /(\d+) states, stored/);
-    const depth = num(bounded.out, /depth reached (\d+)/);
-    report(
-      `3 regions BOUNDED (bitstate ${BOUNDED.args.join(" ")}, not exhaustive): ${states} states, depth ${depth}, ` +
-        `${bounded.seconds.toFixed(1)} s`,
-    );
-    expect(bounded.code, bounded.out).toBe(0);
-    expect(bounded.out, "no error").toMatch(/errors: 0\b/);
-    expect(bounded.out).toMatch(/Bit statespace search/);
-    expect(states).toBeGreaterThan(1000);
-  });
 
   it("plants.json: one plant per rule, each mapped to planted.json where the same bug is planted", () => {
     const planted = new Set(
@@ -286,11 +256,26 @@ describe("Spin model of the lease protocol (model/geoquota.pml)", () => {
         .filter((l) => /^\d+:/.test(l)).length;
       const what = /pan:1: (.*?) \(at depth/.exec(r.out)?.[1] ?? "?";
       report(
-        `plant ${p.name} (${p.n ?? 2} regions): ${what}, trail of ${steps} steps, ${r.seconds.toFixed(1)} s`,
+        `plant ${p.name} (${p.n ?? 2} regions${p.defs?.length ? ` ${p.defs.join(" ")}` : ""}): ${what}, ` +
+          `trail of ${steps} steps, ${r.seconds.toFixed(1)} s`,
       );
       expect(steps).toBeGreaterThan(0);
       // a violation of a property, never a model error (a stuck model or an out-of-range record)
       expect(what).toMatch(/assertion violated \((gv>=0|hsum<=4|hpin<=|htk<=sh\[hi\])/);
     });
+    for (const b of p.safeAt ?? []) {
+      const at = `${b.n} regions${b.defs.length ? ` ${b.defs.join(" ")}` : ", eps = 1 tick"}`;
+      it(`planted ${p.name} gives no trail at ${at} (exhaustive): it needs its own build`, () => {
+        const r = plantSafe.get(safeAtKey(p, b));
+        expect(r, "the run happened").toBeDefined();
+        if (!r) return;
+        const states = num(r.out, /(\d+) states, stored/);
+        const depth = num(r.out, /depth reached (\d+)/);
+        report(
+          `plant ${p.name} at ${at}: no error, ${states} states, depth ${depth}, ${r.seconds.toFixed(1)} s`,
+        );
+        expectComplete(r);
+      });
+    }
   }
 });
