@@ -371,3 +371,55 @@ describe("gossip daemon: durability before shipping (DESIGN §4)", () => {
     expect(store.waits).toBe(0);
   });
 });
+
+describe("gossip daemon: round cadence", () => {
+  it("while targets move the next round comes in [fastMs, 2·fastMs]; once settled, in [minMs, maxMs]", async () => {
+    const store = new FakeStore();
+    const link = new FakeLink();
+    const timers: Array<{ fn: () => void; ms: number }> = [];
+    const daemon = new GossipDaemon(
+      { region: "us-east", peers: regions, round: { minMs: 200, maxMs: 500, fastMs: 40 } },
+      {
+        store,
+        link,
+        policies: { resolve: (t, r) => ({ policy: policy(t, r), regions: quotas }) },
+        random: () => 0.5,
+        timers: {
+          setTimeout: (fn, ms) => timers.push({ fn, ms }),
+          clearTimeout: () => {},
+        },
+      },
+    );
+    // Fires the pending round timer and waits until the round scheduled the next one.
+    const fire = async (): Promise<number> => {
+      const n = timers.length;
+      timers[n - 1]?.fn();
+      while (timers.length === n) await new Promise((r) => setImmediate(r));
+      return timers[timers.length - 1]?.ms ?? Number.NaN;
+    };
+    daemon.start();
+    expect(timers[0]?.ms).toBe(350); // 200 + 0.5 · (500 − 200)
+    const delays: number[] = [];
+    let t = 1_000_000;
+    // eu-west turns hot: targets move towards it round after round.
+    for (let i = 1; i <= 6; i++) {
+      t += 300_000;
+      store.nowUs = t;
+      const r = KeyRecord.initial();
+      r.consumed.p.set("eu-west.a", 100 * i);
+      r.denied.set("eu-west.a", 400 * i);
+      daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: r }], i));
+      delays.push(await fire());
+    }
+    expect(delays).toContain(60); // 40 + 0.5 · 40
+    // Then nothing grows: demand decays, targets go back to the bases and settle.
+    for (let i = 0; i < 30; i++) {
+      t += 300_000;
+      store.nowUs = t;
+      delays.push(await fire());
+    }
+    expect(delays.slice(-5)).toEqual([350, 350, 350, 350, 350]);
+    expect(delays.filter((d) => d === 60).length).toBeLessThan(delays.length / 2);
+    await daemon.stop();
+  });
+});

@@ -183,8 +183,9 @@ describe("utilization and re-weighting (production daemon)", () => {
   }, 120_000);
 
   // Virtual time (deterministic per seed), not this machine's speed: with the fast rounds while
-  // targets move and a 150 ms demand half-life these seeds take 0.85–1.25 s; without the fast
-  // rounds, or at the old 500 ms half-life, 2.2–2.6 s (issue 24 point 6).
+  // targets move and a 150 ms demand half-life these seeds take 0.85–1.25 s (without the fast
+  // rounds 0.8–1.36 s: the half-life carries most of it); at the old 500 ms half-life without
+  // fast rounds, 2.2–2.6 s (issue 24 point 6).
   it("quota follows a moving hot spot within 1.6 s of simulated time", async () => {
     await runSeedsAsync("demand shift", { count: 6, firstSeed: 3_000_001 }, async (seed) => {
       const r = await runModel(
