@@ -45,13 +45,18 @@ describe("chaos soak", () => {
   it("flags a limit raised behind the oracle's back (the control)", async () => {
     const { exitCode, report } = await runSoak({
       seed: SEED,
-      durationMs: 40_000,
+      durationMs: 60_000,
       reportDir: join(repoRoot, ".tmp", "soak-control"),
       write,
       startCluster,
       unsafe: true,
     });
     expect(exitCode).toBe(1);
+    // The raise did take effect (else the control proves nothing).
+    expect(
+      report.failures.filter((f) => f.includes("UNSAFE")),
+      lines.join(""),
+    ).toEqual([]);
     expect(report.scenario.bound.ok).toBe(false);
     expect(
       report.failures.some((f) => f.startsWith("global bound VIOLATED")),

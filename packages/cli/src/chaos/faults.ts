@@ -330,7 +330,9 @@ async function proposeChaosPolicy(
     method: "PUT",
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
     body: JSON.stringify(doc),
-    signal: AbortSignal.timeout(5000),
+    // The proposal is replicated before the answer; a stalled link or a
+    // loaded machine makes that slow (5 s timed out in a soak).
+    signal: AbortSignal.timeout(30_000),
   });
   if (!res.ok) throw new Error(`PUT /v1/policy via ${region}: ${res.status} ${await res.text()}`);
   await res.body?.cancel().catch(() => {});

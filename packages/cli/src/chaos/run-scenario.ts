@@ -58,6 +58,8 @@ export interface RunOptions {
    * every region that lost it at any time in the run. Unset: the whole run.
    */
   readonly lossWindowMs?: number;
+  /** How long a check may take before it counts as unanswered (default: the sender's, 5 s). */
+  readonly requestTimeoutMs?: number;
   /** Bound on stored quota samples (default: the sampler's). */
   readonly samplesMax?: number;
 }
@@ -131,6 +133,7 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
   const sender = chaosSender(
     cluster.regions.map((r) => r.url),
     now,
+    o.requestTimeoutMs !== undefined ? { timeoutMs: o.requestTimeoutMs } : {},
   );
   const traffic = new TrafficGenerator({ regionIds: ids, keys: [key], log, send: sender.send, now });
   const sampler = new QuotaSampler({

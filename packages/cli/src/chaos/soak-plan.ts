@@ -50,8 +50,11 @@ export function planSoak(
   const busyUntil: Record<FaultClass, number> = { gossip: 0, redis: 0, daemon: 0 };
   const lastEnd = durationMs - QUIET_END_MS;
   const frac = (t: number) => t / durationMs;
+  let firstFaultMs = QUIET_START_MS;
   if (options.unsafe) {
-    // The control: one unsafe fault early on the hot region, then the usual mix.
+    // The control: one unsafe fault early on the hot region, then the usual
+    // mix once the raise has rolled out (every region acknowledges it, then
+    // growth waits D + 2ε), so no partition delays the overshoot.
     const t = Math.min(QUIET_START_MS, durationMs / 5);
     faults.push({
       kind: "policy-raise-unseen",
@@ -60,9 +63,9 @@ export function planSoak(
       startFrac: frac(t),
       endFrac: frac(t),
     });
-    busyUntil.redis = t + 1000;
+    firstFaultMs = t + 15_000;
   }
-  for (let t = QUIET_START_MS; t < lastEnd - 2000; t += rng.int(1500, 5000)) {
+  for (let t = firstFaultMs; t < lastEnd - 2000; t += rng.int(1500, 5000)) {
     const free = SOAK_FAULT_KINDS.filter((k) => busyUntil[FAULT_CLASS[k]] <= t);
     if (free.length === 0) continue;
     const kind: FaultKind = rng.pick(free);
