@@ -13,17 +13,10 @@ PNPM_VERSION=$(node -p 'require("./package.json").packageManager.split("@")[1]')
 TOXIPROXY_VERSION=v2.12.0
 
 say() { printf '[bootstrap] %s\n' "$*" >&2; }
-apt_updated=""
-apt_install() { # apt_install PACKAGE: Debian's package, with one `apt-get update` per run
-  export DEBIAN_FRONTEND=noninteractive
-  local log; log=$(mktemp)
-  if [ -z "$apt_updated" ]; then
-    apt-get update -qq >"$log" 2>&1 || { sed 's/^/[bootstrap]   /' "$log" >&2; die "apt-get update failed (its messages are above)"; }
-    apt_updated=1
-  fi
-  apt-get install -y -qq "$1" >"$log" 2>&1 || { sed 's/^/[bootstrap]   /' "$log" >&2; die "apt-get install $1 failed (its messages are above)"; }
-  rm -f "$log"
-}
+# apt_install PACKAGE (Debian), shared with scripts/test-under-load.sh.
+# shellcheck source=lib/apt.sh
+APT_LOG_PREFIX="[bootstrap]"
+source scripts/lib/apt.sh
 die() { printf '[bootstrap] error: %s\n' "$*" >&2; exit 1; }
 
 command -v node >/dev/null || die "Node.js 20+ is required (https://nodejs.org); not found on PATH"

@@ -127,8 +127,18 @@ export function buildProgram(): Command {
         .default(20_000, "20s")
         .argParser((v) => parseDuration("--duration", v)),
     )
-    .option("--scenario <name>", "a scenario name or random", "all")
+    .option("--scenario <name>", "a scenario name or random (default: all)")
     .option("--report <file>", "JSON report path", "reports/chaos.json")
+    .addOption(
+      new Option(
+        "--soak <d>",
+        "one long run instead of the scenarios, e.g. 30m: random faults from the whole catalogue under shifting load, the exact oracle over all of it, resources required flat",
+      ).argParser((v) => parseDuration("--soak", v)),
+    )
+    .option(
+      "--report-dir <dir>",
+      "the soak's report directory (soak.json, soak.md); default .tmp/soak-<seed>",
+    )
     .action(action(() => import("./commands/chaos.js")));
 
   program

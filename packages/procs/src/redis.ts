@@ -22,8 +22,12 @@ export interface RedisServer {
   kill(): Promise<void>;
   /** The server's own scratch directory (`--dir`): its working directory, removed by `stop()`. */
   readonly dir: string;
-  /** Starts a new redis-server on the same port (fresh, empty: a new scratch directory). */
-  restart(): Promise<void>;
+  /**
+   * Starts a new redis-server on the same port: fresh and empty (a new scratch
+   * directory), or with `keepState` after a `SHUTDOWN SAVE` (every write kept)
+   * from its dump in the same directory, as a clean restart of a persistent server.
+   */
+  restart(options?: { keepState?: boolean }): Promise<void>;
   /** SIGSTOP: the server stays connected but answers nothing (a stalled replica). */
   pause(): void;
   /** SIGCONT after `pause()`. stop/kill/restart resume a paused server first. */
@@ -118,8 +122,9 @@ async function launch(
   port: number,
   args: readonly string[],
   how: LaunchOptions = { binary: undefined, env: undefined },
+  reuseDir?: string,
 ): Promise<Launched> {
-  const dir = scratchDir();
+  const dir = reuseDir ?? scratchDir();
   // `--dir` first: a caller's own `--dir` in `args` (a cluster's nodes directory) comes later and wins.
   const serverArgs = [
     "--dir",
@@ -245,9 +250,24 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
       current.child.kill("SIGSTOP");
     },
     resume,
-    async restart() {
+    async restart(options = {}) {
       resume();
-      if (current.child.exitCode === null && current.child.signalCode === null) await current.stop();
+      const running = () => current.child.exitCode === null && current.child.signalCode === null;
+      if (options.keepState) {
+        if (running()) {
+          // SHUTDOWN SAVE writes the dump as the server's last act: no write is lost.
+          const c = new Redis({ host, port, maxRetriesPerRequest: 0, lazyConnect: true });
+          c.on("error", () => {});
+          await c.connect();
+          await c.call("SHUTDOWN", "SAVE").catch(() => {}); // the connection closes as it exits
+          c.disconnect();
+          await current.exited;
+        }
+        const next = await launch(host, port, args, how, dir);
+        current = next.proc;
+        return;
+      }
+      if (running()) await current.stop();
       // A new directory: whatever the old server wrote (a killed replica's dump) is not loaded.
       removeScratch(dir);
       const next = await launch(host, port, args, how);

@@ -2,7 +2,9 @@
 // (scenarios.ts) places faults on its timeline; the randomized scenario draws
 // them from the same catalog. Toxic names carry the fault's id, so faults on
 // different proxies never remove each other's toxics.
+import { readFileSync } from "node:fs";
 import type { Cluster } from "../cluster/orchestrator.js";
+import { CHAOS_RESOURCE } from "./cluster.js";
 import { flushRegion } from "../demo/faults.js";
 import type { Rng } from "./rng.js";
 import { gossipProxiesOf, linkOf, redisProxyName } from "../cluster/ids.js";
@@ -23,7 +25,31 @@ export const FAULT_KINDS = [
   "redis-restart",
   "daemon-kill",
 ] as const;
-export type FaultKind = (typeof FAULT_KINDS)[number];
+/**
+ * The soak's catalogue: every scenario fault plus a latency spike, a Redis
+ * restart that keeps its state, and a policy change (new static weights; C
+ * and r unchanged, so the fixed-limit oracle stays exact across it).
+ */
+export const SOAK_FAULT_KINDS = [
+  ...FAULT_KINDS,
+  "latency-spike",
+  "redis-restart-state",
+  "policy-change",
+] as const;
+/**
+ * Deliberately unsafe, for the soak's control only: C and r raised tenfold
+ * behind the oracle's back (it still checks the original limit), so a soak
+ * whose oracle works must report a violation.
+ */
+export const UNSAFE_FAULT_KINDS = ["policy-raise-unseen"] as const;
+export type FaultKind = (typeof SOAK_FAULT_KINDS)[number] | (typeof UNSAFE_FAULT_KINDS)[number];
+/** Faults that act once (nothing to heal). */
+export const INSTANT_FAULTS: ReadonlySet<FaultKind> = new Set([
+  "flush",
+  "redis-restart-state",
+  "policy-change",
+  "policy-raise-unseen",
+]);
 
 export const FAULT_CLASS: Readonly<Record<FaultKind, FaultClass>> = {
   isolate: "gossip",
@@ -36,6 +62,11 @@ export const FAULT_CLASS: Readonly<Record<FaultKind, FaultClass>> = {
   flush: "redis",
   "redis-restart": "redis",
   "daemon-kill": "daemon",
+  "latency-spike": "gossip",
+  // Through a region's limiter to its Redis: never while a Redis fault is on.
+  "redis-restart-state": "redis",
+  "policy-change": "redis",
+  "policy-raise-unseen": "redis",
 };
 
 export interface Fault {
@@ -221,6 +252,46 @@ export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
         heal: () => r.redisServer.restart(),
       };
     }
+    case "latency-spike": {
+      const latency = rng.int(150, 600);
+      const toxics = bothWays(regionLinks, (stream) => ({
+        name: `${id}_spike_${stream}`,
+        type: "latency",
+        stream,
+        attributes: { latency, jitter: Math.round(latency / 4) },
+      }));
+      return {
+        kind,
+        label: `${region}'s links +${latency} ms latency`,
+        inject: () => addAll(cluster, toxics),
+        heal: () => removeAll(cluster, toxics),
+      };
+    }
+    case "redis-restart-state": {
+      const r = regionOf(cluster, region);
+      return {
+        kind,
+        label: `${region}'s Redis restarted with its state (SHUTDOWN SAVE, reloaded)`,
+        inject: () => r.redisServer.restart({ keepState: true }),
+        heal: async () => {},
+      };
+    }
+    case "policy-change": {
+      const weights = Object.fromEntries(ids.map((x) => [x, rng.int(1, 4)]));
+      return {
+        kind,
+        label: `policy change via ${region}: weights ${ids.map((x) => `${x}=${weights[x]}`).join(" ")}`,
+        inject: () => proposeChaosPolicy(cluster, region, { weights }),
+        heal: async () => {},
+      };
+    }
+    case "policy-raise-unseen":
+      return {
+        kind,
+        label: `UNSAFE: C and r raised tenfold via ${region}, the oracle not told`,
+        inject: () => proposeChaosPolicy(cluster, region, { scale: 10 }),
+        heal: async () => {},
+      };
     case "daemon-kill": {
       // Down between inject and heal, then a new daemon on the same config.
       regionOf(cluster, region); // fails early on an unknown region
@@ -232,6 +303,39 @@ export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
       };
     }
   }
+}
+
+const ADMIN_TOKEN = "local-cluster-admin";
+
+/**
+ * Proposes the cluster's policies document through `region`'s admin API with
+ * the chaos resource's entry changed: new weights, or C and r scaled.
+ */
+async function proposeChaosPolicy(
+  cluster: Cluster,
+  region: string,
+  change: { weights?: Record<string, number>; scale?: number },
+): Promise<void> {
+  const doc = JSON.parse(readFileSync(cluster.policiesPath, "utf8")) as {
+    policies: Array<Record<string, unknown>>;
+  };
+  const entry = doc.policies.find((p) => p.resource === CHAOS_RESOURCE);
+  if (!entry) throw new Error(`no ${CHAOS_RESOURCE} policy in ${cluster.policiesPath}`);
+  if (change.weights) entry.weights = change.weights;
+  if (change.scale !== undefined) {
+    entry.capacity = Number(entry.capacity) * change.scale;
+    entry.refillPerSecond = Number(entry.refillPerSecond) * change.scale;
+  }
+  const res = await fetch(`${regionOf(cluster, region).url}/v1/policy`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(doc),
+    // The proposal is replicated before the answer; a stalled link or a
+    // loaded machine makes that slow (5 s timed out in a soak).
+    signal: AbortSignal.timeout(30_000),
+  });
+  if (!res.ok) throw new Error(`PUT /v1/policy via ${region}: ${res.status} ${await res.text()}`);
+  await res.body?.cancel().catch(() => {});
 }
 
 function regionOf(cluster: Cluster, id: string) {

@@ -47,6 +47,21 @@ export interface RunOptions {
   /** How long to keep sampling after the traffic stops, waiting for convergence. */
   readonly convergenceWaitMs?: number;
   readonly signal?: AbortSignal;
+  /** Shifting load (the soak): the demand from each `atMs` on; `plan.demand` before the first. */
+  readonly demandSchedule?: ReadonlyArray<{
+    readonly atMs: number;
+    readonly demand: Readonly<Record<string, number>>;
+  }>;
+  /**
+   * Long runs (the soak): a heal's convergence target leaves out only regions
+   * that lost their state within this long of the heal (before or after), not
+   * every region that lost it at any time in the run. Unset: the whole run.
+   */
+  readonly lossWindowMs?: number;
+  /** How long a check may take before it counts as unanswered (default: the sender's, 5 s). */
+  readonly requestTimeoutMs?: number;
+  /** Bound on stored quota samples (default: the sampler's). */
+  readonly samplesMax?: number;
 }
 
 export interface FaultRecord {
@@ -112,11 +127,13 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
   const L = o.durationMs;
   const rng = createRng(plan.seed);
   const key = { tenant: o.tenant, resource: CHAOS_RESOURCE, ...o.limit };
-  const totalRate = Object.values(plan.demand).reduce((a, b) => a + b, 0);
+  const rateOf = (d: Readonly<Record<string, number>>) => Object.values(d).reduce((a, b) => a + b, 0);
+  const totalRate = Math.max(rateOf(plan.demand), ...(o.demandSchedule ?? []).map((p) => rateOf(p.demand)));
   const log = new RequestLog(Math.ceil((totalRate * L) / 1000) * 2 + 1000);
   const sender = chaosSender(
     cluster.regions.map((r) => r.url),
     now,
+    o.requestTimeoutMs !== undefined ? { timeoutMs: o.requestTimeoutMs } : {},
   );
   const traffic = new TrafficGenerator({ regionIds: ids, keys: [key], log, send: sender.send, now });
   const sampler = new QuotaSampler({
@@ -125,6 +142,7 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
     tenant: o.tenant,
     resource: CHAOS_RESOURCE,
     now,
+    ...(o.samplesMax !== undefined ? { samplesMax: o.samplesMax } : {}),
   });
   const failures: string[] = [];
   // Each fault runs as its own task on the shared timeline (inject at its
@@ -142,7 +160,19 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
     const wait = atMs - now();
     if (wait > 0) await realClock.sleep(wait, o.signal);
   };
-  const runFault = async (f: (typeof faults)[number]) => {
+  // A fault waits for the previous fault of its class to finish healing: on a
+  // loaded machine a restart can outlast its plan, and two faults on one
+  // daemon or one Redis at once would undo each other (plans keep them apart
+  // on paper; the soak's plans are dense).
+  const classDone = new Map<string, Promise<void>>();
+  const runFault = (f: (typeof faults)[number]): Promise<void> => {
+    const cls = FAULT_CLASS[f.plan.kind];
+    const previous = classDone.get(cls) ?? Promise.resolve();
+    const done = previous.then(() => runOneFault(f));
+    classDone.set(cls, done);
+    return done;
+  };
+  const runOneFault = async (f: (typeof faults)[number]) => {
     let injected = false;
     try {
       await until(f.plan.startFrac * L);
@@ -165,8 +195,15 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
   sampler.start();
   traffic.setDemand([plan.demand]);
   traffic.start();
+  const shiftLoad = async () => {
+    for (const p of o.demandSchedule ?? []) {
+      await until(p.atMs);
+      if (o.signal?.aborted || now() >= L) return;
+      traffic.setDemand([p.demand]);
+    }
+  };
   try {
-    await Promise.all([...faults.map(runFault), until(L)]);
+    await Promise.all([...faults.map(runFault), shiftLoad(), until(L)]);
   } finally {
     await traffic.stop();
   }
@@ -177,14 +214,20 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
   // that lost their state during the scenario (what they had not gossiped is
   // gone by design); those regions must still re-learn what the others knew.
   const convergenceMaxMs = o.convergenceMaxMs ?? 1000;
-  const lost = new Set(
-    faults.flatMap((f) => (f.fault.lostRegion === undefined ? [] : [idx(f.fault.lostRegion)])),
-  );
+  const lostNear = (healedMs: number) =>
+    new Set(
+      faults.flatMap((f) =>
+        f.fault.lostRegion === undefined ||
+        (o.lossWindowMs !== undefined && Math.abs(f.injectedMs - healedMs) > o.lossWindowMs)
+          ? []
+          : [idx(f.fault.lostRegion)],
+      ),
+    );
   const heals = faults.filter((f) => Number.isFinite(f.healedMs));
   const waitUntil = Math.max(now(), ...heals.map((f) => f.healedMs)) + (o.convergenceWaitMs ?? 8000);
   const measure = () =>
     heals.map((f) => ({
-      convergenceMs: convergenceAfter(sampler.samples, ids.length, f.healedMs, lost),
+      convergenceMs: convergenceAfter(sampler.samples, ids.length, f.healedMs, lostNear(f.healedMs)),
       linksUpMs: linksUpAfter(sampler.links, ids.length, f.healedMs),
     }));
   let m = measure();

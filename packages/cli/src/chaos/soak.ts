@@ -1,0 +1,222 @@
+// `geoquota chaos --soak DURATION`: ONE scenario as long as the soak, on one
+// tenant, so the exact oracle (every sub-interval of the whole run) and the
+// Σ-shares, convergence and fail-closed checks of run-scenario.ts cover all of
+// it. The seeded plan (soak-plan.ts) moves the hot region and draws faults
+// from the whole catalogue (faults.ts). Beside it the cluster's processes are
+// sampled (resources.ts) and must stay flat after warm-up. The report (JSON
+// and Markdown, with the fault timeline) goes to a directory.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { loadPolicies, lookupPolicy } from "@geoquota/config";
+import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
+import { fmtBound } from "../demo/summary.js";
+import type { Writer } from "../demo/types.js";
+import { CHAOS_RESOURCE, chaosClusterOptions, chaosTopology, prepareCluster } from "./cluster.js";
+import { scenarioLines } from "./report.js";
+import { checkFlat, type FlatVerdict, ResourceSampler, type ResourceSeries } from "./resources.js";
+import { createRng, subSeed } from "./rng.js";
+import { runScenario, type ScenarioResult } from "./run-scenario.js";
+import { planSoak, type SoakPhase } from "./soak-plan.js";
+
+export interface SoakOptions {
+  readonly seed: number;
+  readonly durationMs: number;
+  readonly reportDir: string;
+  readonly write: Writer;
+  readonly startCluster: (o: ClusterOptions) => Promise<Cluster>;
+  readonly signal?: AbortSignal;
+  /** The control: plant a fault the oracle is not told about (a limit raised tenfold). */
+  readonly unsafe?: boolean;
+}
+
+export interface SoakReport {
+  readonly seed: number;
+  readonly replay: string;
+  readonly startedAt: string;
+  readonly durationMs: number;
+  readonly wallMs: number;
+  readonly ok: boolean;
+  readonly failures: readonly string[];
+  readonly phases: readonly SoakPhase[];
+  readonly scenario: ScenarioResult;
+  readonly resources: {
+    readonly intervalMs: number;
+    readonly verdicts: readonly FlatVerdict[];
+    readonly series: readonly ResourceSeries[];
+  };
+}
+
+export const SOAK_MIN_MS = 30_000;
+
+/** Every few seconds: about 60 points in a short soak, every 5 s in a long one. */
+export function resourceIntervalMs(durationMs: number): number {
+  return Math.min(5000, Math.max(500, Math.round(durationMs / 60)));
+}
+
+export async function runSoak(o: SoakOptions): Promise<{ exitCode: number; report: SoakReport }> {
+  const w = o.write;
+  const topology = chaosTopology(3);
+  const replay = `geoquota chaos --soak ${Math.round(o.durationMs / 1000)}s --seed ${o.seed}`;
+  w(`soak seed ${o.seed} (replay: ${replay})\n`);
+  w("starting a local cluster (3 regions, gossip and Redis links behind Toxiproxy)…\n");
+  const startedAt = new Date().toISOString();
+  const t0 = performance.now();
+  const cluster = await o.startCluster(chaosClusterOptions(topology));
+  let scenario: ScenarioResult;
+  let resources: ResourceSampler;
+  let phases: readonly SoakPhase[];
+  let startMs: number;
+  const elapsed = () => performance.now() - t0;
+  try {
+    const ids = cluster.regions.map((r) => r.id);
+    const spec = lookupPolicy(loadPolicies(cluster.policiesPath, ids), "probe", CHAOS_RESOURCE);
+    const limit = { capacity: spec.capacity, refillPerSecond: spec.refillPerSecond };
+    await prepareCluster(cluster, createRng(subSeed(o.seed, "soak-prepare")));
+    const plan = planSoak(
+      o.seed,
+      o.durationMs,
+      { regionIds: ids, leasedRegion: topology.leasedRegion },
+      { unsafe: o.unsafe === true },
+    );
+    phases = plan.phases;
+    w(
+      `soak: ${Math.round(o.durationMs / 1000)} s, ${plan.scenario.faults.length} faults, the hot region moves ${phases.length - 1} times\n`,
+    );
+    resources = new ResourceSampler(cluster, elapsed, resourceIntervalMs(o.durationMs));
+    startMs = elapsed();
+    resources.start();
+    try {
+      scenario = await runScenario({
+        cluster,
+        plan: plan.scenario,
+        tenant: `soak-${o.seed}`,
+        durationMs: o.durationMs,
+        limit,
+        leasedRegion: topology.leasedRegion,
+        demandSchedule: plan.phases.slice(1),
+        // Faults overlap without pause here, so "the daemons reconnected" is
+        // rarely quiet for long, and this machine is shared: the soak requires
+        // every heal's counters to converge, within 10 s of the reconnect. The
+        // 1 s figure is the scenario tier's, with one fault at a time.
+        convergenceMaxMs: 10_000,
+        // An unanswered check blinds the oracle and fails the soak; on a
+        // shared 2-core machine the p99 reached 4 s, so 5 s was noise.
+        requestTimeoutMs: 15_000,
+        // A loss long before or after a heal says nothing about that heal's target.
+        lossWindowMs: 10_000,
+        // 3 regions every 40 ms, with room for a slow tick's catch-up.
+        samplesMax: Math.ceil((o.durationMs + 60_000) / 40) * 3 * 2,
+        ...(o.signal ? { signal: o.signal } : {}),
+      });
+    } finally {
+      await resources.stop();
+    }
+  } finally {
+    await cluster.stop();
+  }
+  // Judged over the traffic's span: from the start to the end of the planned run.
+  const endMs = startMs + Math.min(o.durationMs, elapsed() - startMs);
+  const verdicts = [...resources.series.values()].map((s) => checkFlat(s, startMs, endMs));
+  const failures = [
+    ...scenario.failures,
+    ...verdicts
+      .filter((v) => !v.ok)
+      .map((v) => `resources not flat: ${v.process} ${v.metric}: ${v.reason ?? "?"}`),
+  ];
+  if (o.signal?.aborted) failures.push("interrupted: the soak did not run its whole duration");
+  const ok = failures.length === 0;
+  const report: SoakReport = {
+    seed: o.seed,
+    replay,
+    startedAt,
+    durationMs: o.durationMs,
+    wallMs: Math.round(elapsed()),
+    ok,
+    failures,
+    phases,
+    scenario,
+    resources: {
+      intervalMs: resources.intervalMs,
+      verdicts,
+      series: [...resources.series.values()],
+    },
+  };
+  const paths = writeSoakReport(o.reportDir, report);
+  for (const line of scenarioLines(scenario)) w(`${line}\n`);
+  for (const v of verdicts.filter((x) => !x.ok))
+    w(`  VIOLATION: resources not flat: ${v.process} ${v.metric}: ${v.reason}\n`);
+  w(
+    ok
+      ? `soak: held (seed ${o.seed}); report ${paths.markdown}\n`
+      : `soak: VIOLATION (seed ${o.seed}; replay: ${replay}); report ${paths.markdown}\n`,
+  );
+  return { exitCode: ok ? 0 : 1, report };
+}
+
+const MIB = 1024 * 1024;
+function fmtValue(metric: string, v: number | null): string {
+  if (v === null) return "–";
+  return metric === "sockets" ? String(v) : `${(v / MIB).toFixed(1)} MiB`;
+}
+
+/** Markdown of a report: the verdict, the bound, the fault timeline, the resource table. */
+export function soakMarkdown(r: SoakReport): string {
+  const s = r.scenario;
+  const b = s.bound;
+  const lines = [
+    `# Soak ${r.ok ? "held" : "FAILED"} (seed ${r.seed})`,
+    "",
+    `Started ${r.startedAt}; ${Math.round(r.durationMs / 1000)} s of traffic and faults (${Math.round(r.wallMs / 1000)} s with the cluster's start and the checks). Replay: \`${r.replay}\`.`,
+    "",
+    `- **Global bound (exact, every sub-interval of the whole run)**: admitted ${b.admitted} ${b.ok ? "≤" : ">"} bound ${fmtBound(b.bound)}` +
+      (b.worstInterval
+        ? `; tightest interval ${b.worstInterval.admitted} vs ${fmtBound(b.worstInterval.bound)} (${b.intervalsChecked} intervals checked)`
+        : ""),
+    `- **Σ shares**: max ${s.shares.maxSumPpm} ppm over ${s.shares.groupsChecked} sample groups (hottest share ${s.shares.maxRegionSharePpm} ppm)`,
+    `- **Requests**: ${s.requests.sent} sent, ${s.requests.answered} answered, ${s.requests.errors} unanswered, ${s.requests.shed} shed`,
+    `- **Faults**: ${s.faults.length}; **hot region moves**: ${r.phases.length - 1}`,
+    "",
+  ];
+  if (r.failures.length > 0) lines.push("## Failures", "", ...r.failures.map((f) => `- ${f}`), "");
+  lines.push("## Load", "", "| from (s) | hot | demand (req/s) |", "| --- | --- | --- |");
+  for (const p of r.phases)
+    lines.push(
+      `| ${(p.atMs / 1000).toFixed(0)} | ${p.hot} | ${Object.entries(p.demand)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ")} |`,
+    );
+  lines.push(
+    "",
+    "## Fault timeline",
+    "",
+    "| injected (s) | healed (s) | fault | links up after heal | converged after heal |",
+    "| --- | --- | --- | --- | --- |",
+  );
+  const ms = (v: number | null) => (v === null ? "never" : `${Math.round(v)} ms`);
+  for (const f of s.faults)
+    lines.push(
+      `| ${(f.injectedMs / 1000).toFixed(2)} | ${(f.healedMs / 1000).toFixed(2)} | ${f.label} | ${ms(f.linksUpMs)} | ${ms(f.convergenceMs)} |`,
+    );
+  lines.push(
+    "",
+    `## Resources (every ${r.resources.intervalMs} ms; flat: max of the last third ≤ 1.25 × max of the middle third + slack)`,
+    "",
+    "| process | metric | max warm-up | max middle | max last | limit | flat |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+  );
+  for (const v of r.resources.verdicts)
+    lines.push(
+      `| ${v.process} | ${v.metric} | ${fmtValue(v.metric, v.maxWarmup)} | ${fmtValue(v.metric, v.maxMiddle)} | ${fmtValue(v.metric, v.maxLast)} | ${fmtValue(v.metric, v.limit === null ? null : Math.round(v.limit))} | ${v.ok ? "yes" : `NO (${v.reason})`} |`,
+    );
+  return `${lines.join("\n")}\n`;
+}
+
+/** Writes `soak.json` and `soak.md` into `dir` (created). */
+export function writeSoakReport(dir: string, r: SoakReport): { json: string; markdown: string } {
+  mkdirSync(dir, { recursive: true });
+  const json = join(dir, "soak.json");
+  const markdown = join(dir, "soak.md");
+  writeFileSync(json, `${JSON.stringify(r, null, 2)}\n`);
+  writeFileSync(markdown, soakMarkdown(r));
+  return { json, markdown };
+}
