@@ -160,7 +160,12 @@ export async function benchRedisPath(server: RedisServer, budget: Budget): Promi
   for (const v of VARIANTS) await run(v, Math.min(500, budget.runMs));
 
   const results: Record<Variant, Measured[]> = { ceiling: [], geoquota: [], limiter: [], rlf: [] };
-  const ratios = { vsCeiling: [] as number[], vsRlf: [] as number[], lVsCeiling: [] as number[], lVsRlf: [] as number[] };
+  const ratios = {
+    vsCeiling: [] as number[],
+    vsRlf: [] as number[],
+    lVsCeiling: [] as number[],
+    lVsRlf: [] as number[],
+  };
   for (let round = 0; round < budget.rounds; round++) {
     const m = {} as Record<Variant, Measured>;
     for (const v of VARIANTS) {

@@ -84,7 +84,11 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     }
   });
   const only = selectSections(o.sections);
-  const section = async <T>(name: SectionName, label: string, fn: () => Promise<T>): Promise<T | undefined> => {
+  const section = async <T>(
+    name: SectionName,
+    label: string,
+    fn: () => Promise<T>,
+  ): Promise<T | undefined> => {
     if (!only.has(name)) return undefined;
     step(label);
     return fn();
