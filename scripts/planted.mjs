@@ -107,9 +107,6 @@ function copyRepo() {
       cpSync(join(nm, e), join(dir, "node_modules", e), { recursive: true, verbatimSymlinks: true });
     else symlinkSync(join(nm, e), join(dir, "node_modules", e));
   }
-  // The pinned tools (.bin: Toxiproxy, pnpm) are git-ignored: linked, so a
-  // row's test that starts Toxiproxy finds it rather than failing on its absence.
-  if (existsSync(join(ROOT, ".bin"))) symlinkSync(join(ROOT, ".bin"), join(dir, ".bin"));
   // Per-package node_modules hold only relative symlinks: copied as they are.
   for (const p of readdirSync(join(ROOT, "packages"))) {
     const src = join(ROOT, "packages", p, "node_modules");
