@@ -168,7 +168,8 @@ export class ScriptCaller {
           throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name}: ${tail.length} trailing args`);
         }
         const reply = await fn.call(redis, ...head, ...tail);
-        if (!Array.isArray(reply)) throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
+        if (!Array.isArray(reply))
+          throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
         return decode(reply);
       },
     };
