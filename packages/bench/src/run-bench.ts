@@ -69,6 +69,7 @@ async function withRedis<T>(fn: (s: Awaited<ReturnType<typeof startRedis>>) => P
 }
 
 export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
+  const only = selectSections(o.sections); // a wrong name fails before anything starts
   const budget = budgetFor(o.smoke);
   const t0 = performance.now();
   const startedAt = new Date().toISOString();
@@ -83,7 +84,6 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
       c.disconnect();
     }
   });
-  const only = selectSections(o.sections);
   const section = async <T>(
     name: SectionName,
     label: string,
