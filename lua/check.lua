@@ -11,12 +11,12 @@
 -- path reads P:l / P:k only when the bucket is (re)created.
 --
 -- Fast path (above the library: a decision that takes it builds none of the library's closures): an
--- existing token bucket of this marker and policy, no share-schedule change due by now (the first
--- `sx` time is later), and no bookkeeping due (lib/keep.lua keep(): TTLs recorded far enough ahead, key
--- already in the change feed of this drain generation). Then settle() is one piece and keep() has
--- nothing to do; the arithmetic below is settle()'s and store_bucket()'s, operation for operation
--- (the model replay test covers both paths). Commands: TIME, MGET, HMGET, HSET, HINCRBY (a denial:
--- no HSET). Anything else falls through to the general path with the same TIME.
+-- existing token bucket of this marker and policy whose keep() fields (xe, de) were recorded, and no
+-- share-schedule change due by now (the first `sx` time is later). Then settle() is one piece; the
+-- arithmetic below is settle()'s and store_bucket()'s, operation for operation, and the bookkeeping
+-- keep()'s, inlined (the model replay test covers both paths). Commands: TIME, MGET, HMGET, HSET,
+-- HINCRBY (a denial: no HSET), plus keep()'s PEXPIREs / SADD / HSET when due (about once per ttl per
+-- active key). Anything else falls through to the general path with the same TIME.
 local t_ = redis.call('TIME')
 local now = tonumber(t_[1]) * 1000000 + tonumber(t_[2])
 if ARGV[2] == 'token_bucket' then
@@ -25,9 +25,7 @@ if ARGV[2] == 'token_bucket' then
   local h = redis.call('HMGET', KEYS[3], 'tk', 'ts', 'inc', 's', 'o', 'sx', 'pv', 'xe', 'dg', 'de', 'rf')
   local first = false
   if h[6] and h[6] ~= '' then first = tonumber(string.match(h[6], '^[^,]+')) end
-  if m and h[3] == m and h[7] == ARGV[8] and h[8] and h[10] and h[9] == (g[2] or '0')
-    and tonumber(h[8]) - now >= tonumber(ARGV[11]) * 1000 and now < tonumber(h[10])
-    and (not first or first > now) then
+  if m and h[3] == m and h[7] == ARGV[8] and h[8] and h[10] and (not first or first > now) then
     local C, R, s, o = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(h[4]), tonumber(h[5])
     local tk, ts = tonumber(h[1]), tonumber(h[2])
     local dt = 0
@@ -90,6 +88,37 @@ if ARGV[2] == 'token_bucket' then
       if ts ~= math.floor(ts) then tsf = '%.17g' end
       redis.call('HSET', KEYS[3], 'tk', string.format('%.17g', tk), 'ts', string.format(tsf, ts),
         'rf', table.concat(parts, ','))
+    end
+    -- lib/keep.lua keep() inlined (counted, P:b holds state: its xe/de are set), so a key whose
+    -- TTLs or change-feed entry are due (once per ttl per active key) stays on this path too.
+    local gen, ttl = g[2] or '0', tonumber(ARGV[11])
+    local nt = tonumber(h[8]) - now < ttl * 1000
+    local nd = h[9] ~= gen or now >= tonumber(h[10])
+    if nt or nd then
+      if nt then
+        redis.call('PEXPIRE', KEYS[3], 2 * ttl)
+        redis.call('PEXPIRE', KEYS[4], 2 * ttl)
+      end
+      if nd then
+        redis.call('SADD', KEYS[2], ARGV[12])
+        redis.call('PEXPIRE', KEYS[2], ttl, 'NX')
+        redis.call('PEXPIRE', KEYS[2], ttl, 'GT')
+      end
+      local function fi(x)
+        if x == math.floor(x) then return string.format('%d', x) end
+        return string.format('%.17g', x)
+      end
+      local xe_new = fi(now + (2 * ttl - 1000) * 1000)
+      local de_new = fi(now + (ttl - 1000) * 1000)
+      if nt then
+        if nd then
+          redis.call('HSET', KEYS[3], 'xe', xe_new, 'dg', gen, 'de', de_new)
+        else
+          redis.call('HSET', KEYS[3], 'xe', xe_new)
+        end
+      else
+        redis.call('HSET', KEYS[3], 'dg', gen, 'de', de_new)
+      end
     end
     local rec = 0
     if now < tonumber(string.sub(m, c + 1)) + tonumber(ARGV[10]) + 2 * tonumber(ARGV[9]) then rec = 1 end

@@ -6,7 +6,14 @@ export { describeMachine, type Machine } from "./machine.js";
 export { benchMemory, type MemoryResult, type MemoryRow } from "./memory.js";
 export { benchRedisPath, type PathFigures, type RedisPathResult } from "./redis-path.js";
 export { benchRlsPath, type RlsPathResult, type RlsRatio, type RlsRun } from "./rls-path.js";
-export { type BenchReport, budgetFor, type RunBenchOptions, runBench } from "./run-bench.js";
+export {
+  type BenchReport,
+  budgetFor,
+  type RunBenchOptions,
+  runBench,
+  SECTIONS,
+  selectSections,
+} from "./run-bench.js";
 export { benchSkew, type SkewCluster, type SkewPhase, type SkewResult, type StartCluster } from "./skew.js";
 export { renderTable } from "./table.js";
 export type { Budget, Row, Write } from "./types.js";

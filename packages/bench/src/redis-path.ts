@@ -1,7 +1,11 @@
-// Section 1: the Redis path, one EVALSHA per decision, three clients on the
+// Section 1: the Redis path, one EVALSHA per decision, four clients on the
 // same Redis at the same concurrency, in alternating runs so drift in the
-// shared machine's load hits all three alike.
-import { createRedisStore, initFreshRegion } from "@geoquota/limiter";
+// shared machine's load hits all of them alike: the bare script (ceiling), the
+// store (`store.check`), the whole decision engine over a store of its own
+// (`Limiter.check`: policy resolution, key hygiene, breaker, receipts), and
+// rate-limiter-flexible.
+import { parsePolicies, parseRegionConfig } from "@geoquota/config";
+import { createRedisStore, initFreshRegion, Limiter } from "@geoquota/limiter";
 import type { RedisServer } from "@geoquota/procs";
 import { RateLimiterRedis } from "rate-limiter-flexible";
 import { bindCeiling } from "./ceiling.js";
@@ -23,6 +27,8 @@ export interface PathFigures extends LatencySummary {
   readonly innerCommandsPerDecision: number;
   /** Redis CPU per decision, µs: above ~1e6 / decisions/s means Redis is the bottleneck. */
   readonly redisUsecPerDecision: number;
+  /** This process's CPU (user + system) per decision, µs: the client side, driver loop included. */
+  readonly nodeUsecPerDecision: number;
 }
 
 export interface RedisPathResult {
@@ -32,17 +38,26 @@ export interface RedisPathResult {
   readonly runMs: number;
   readonly ceiling: PathFigures;
   readonly geoquota: PathFigures;
+  readonly limiter: PathFigures;
   readonly rlf: PathFigures;
   /** Median over rounds of geoquota ÷ ceiling decisions/s (paired runs). */
   readonly ratioVsCeiling: number;
   readonly ratioVsRlf: number;
+  /** The same for `Limiter.check`. */
+  readonly limiterVsCeiling: number;
+  readonly limiterVsRlf: number;
+  /** geoquota ÷ ceiling Redis CPU per decision (commandstats). */
+  readonly redisCpuVsCeiling: number;
 }
 
-type Variant = "ceiling" | "geoquota" | "rlf";
+const VARIANTS = ["ceiling", "geoquota", "limiter", "rlf"] as const;
+type Variant = (typeof VARIANTS)[number];
 
 interface Measured {
   readonly loop: ClosedLoopResult;
   readonly redis: StatsDelta;
+  /** process.cpuUsage() delta, µs. */
+  readonly nodeUsec: number;
 }
 
 function figures(runs: Measured[]): PathFigures {
@@ -52,7 +67,9 @@ function figures(runs: Measured[]): PathFigures {
   let scripts = 0;
   let inner = 0;
   let usec = 0;
+  let node = 0;
   for (const r of runs) {
+    node += r.nodeUsec;
     hist.merge(r.loop.hist);
     ops += r.loop.ops;
     ms += r.loop.elapsedMs;
@@ -67,18 +84,50 @@ function figures(runs: Measured[]): PathFigures {
     scriptCallsPerDecision: per(scripts),
     innerCommandsPerDecision: per(inner),
     redisUsecPerDecision: per(usec),
+    nodeUsecPerDecision: per(node),
     p50Us: hist.quantileUs(0.5),
     p99Us: hist.quantileUs(0.99),
     p999Us: hist.quantileUs(0.999),
   };
 }
 
+/** The decision engine as the service runs it (leases off: every decision goes to Redis). */
+function benchLimiter(store: ReturnType<typeof createRedisStore>, url: string): Limiter {
+  const config = parseRegionConfig(
+    {
+      region: BENCH_REGION,
+      listen: { host: "127.0.0.1", port: 0 },
+      redis: { url, timeoutMs: 1000 },
+      regions: [{ id: BENCH_REGION, gossip: "127.0.0.1:1" }],
+      gossip: { listen: { host: "127.0.0.1", port: 2 }, plaintext: true },
+      sharedSecret: "bench-shared-secret-0123456789",
+      adminToken: "bench-admin-token-0123456789",
+    },
+    { file: "bench-region.json", env: {} },
+  );
+  const policies = parsePolicies(
+    { default: { algorithm: "token_bucket", capacity: 1e9, refillPerSecond: 1e9 } },
+    "bench-policies.json",
+    [BENCH_REGION],
+  );
+  return new Limiter({ store, config, policies });
+}
+
 export async function benchRedisPath(server: RedisServer, budget: Budget): Promise<RedisPathResult> {
   // One connection per client, so no client queues behind another's replies.
-  const conns = { ceiling: server.client(), geoquota: server.client(), rlf: server.client() };
+  const conns = {
+    ceiling: server.client(),
+    geoquota: server.client(),
+    limiter: server.client(),
+    rlf: server.client(),
+  };
   await initFreshRegion(conns.geoquota);
   const ceiling = bindCeiling(conns.ceiling);
   const store = createRedisStore({ redis: conns.geoquota, region: BENCH_REGION, timing: TIMING });
+  const limiter = benchLimiter(
+    createRedisStore({ redis: conns.limiter, region: BENCH_REGION, timing: TIMING }),
+    server.url,
+  );
   const policies = benchPolicies();
   const rlf = new RateLimiterRedis({
     storeClient: conns.rlf,
@@ -89,46 +138,67 @@ export async function benchRedisPath(server: RedisServer, budget: Budget): Promi
   const ops: Record<Variant, (i: number) => Promise<unknown>> = {
     ceiling: (i) => ceiling(`ceil:{t${i % KEYS}}`, 1e9, 1e9),
     geoquota: (i) => store.check(policies[i % KEYS]!, 1),
+    // Other tenants than the store's (l…), so the two never share a bucket.
+    limiter: (i) => limiter.check(`l${i % KEYS}`, "api", 1),
     rlf: (i) => rlf.consume(`t${i % KEYS}`, 1),
   };
   const run = async (v: Variant, durationMs: number): Promise<Measured> => {
     const before = await commandStats(conns.ceiling);
+    const cpu = process.cpuUsage();
     const loop = await runClosedLoop({
       inFlight: IN_FLIGHT,
       durationMs,
       maxOps: MAX_OPS_PER_RUN,
       op: ops[v],
     });
-    return { loop, redis: statsBetween(before, await commandStats(conns.ceiling)) };
+    const used = process.cpuUsage(cpu);
+    const redis = statsBetween(before, await commandStats(conns.ceiling));
+    return { loop, redis, nodeUsec: used.user + used.system };
   };
 
   // Warm-up: scripts loaded, keys created, JIT settled; not measured.
-  for (const v of ["ceiling", "geoquota", "rlf"] as const) await run(v, Math.min(500, budget.runMs));
+  for (const v of VARIANTS) await run(v, Math.min(500, budget.runMs));
 
-  const results: Record<Variant, Measured[]> = { ceiling: [], geoquota: [], rlf: [] };
-  const vsCeiling: number[] = [];
-  const vsRlf: number[] = [];
+  const results: Record<Variant, Measured[]> = { ceiling: [], geoquota: [], limiter: [], rlf: [] };
+  const ratios = {
+    vsCeiling: [] as number[],
+    vsRlf: [] as number[],
+    lVsCeiling: [] as number[],
+    lVsRlf: [] as number[],
+  };
   for (let round = 0; round < budget.rounds; round++) {
-    const c = await run("ceiling", budget.runMs);
-    const g = await run("geoquota", budget.runMs);
-    const r = await run("rlf", budget.runMs);
-    results.ceiling.push(c);
-    results.geoquota.push(g);
-    results.rlf.push(r);
-    vsCeiling.push(g.loop.opsPerSecond / c.loop.opsPerSecond);
-    vsRlf.push(g.loop.opsPerSecond / r.loop.opsPerSecond);
+    const m = {} as Record<Variant, Measured>;
+    for (const v of VARIANTS) {
+      m[v] = await run(v, budget.runMs);
+      results[v].push(m[v]);
+    }
+    const rate = (v: Variant) => m[v].loop.opsPerSecond;
+    ratios.vsCeiling.push(rate("geoquota") / rate("ceiling"));
+    ratios.vsRlf.push(rate("geoquota") / rate("rlf"));
+    ratios.lVsCeiling.push(rate("limiter") / rate("ceiling"));
+    ratios.lVsRlf.push(rate("limiter") / rate("rlf"));
   }
+  await limiter.close();
   await store.close();
   for (const c of Object.values(conns)) c.disconnect();
+  const ceilingFigures = figures(results.ceiling);
+  const geoquotaFigures = figures(results.geoquota);
   return {
     inFlight: IN_FLIGHT,
     keys: KEYS,
     rounds: budget.rounds,
     runMs: budget.runMs,
-    ceiling: figures(results.ceiling),
-    geoquota: figures(results.geoquota),
+    ceiling: ceilingFigures,
+    geoquota: geoquotaFigures,
+    limiter: figures(results.limiter),
     rlf: figures(results.rlf),
-    ratioVsCeiling: median(vsCeiling),
-    ratioVsRlf: median(vsRlf),
+    ratioVsCeiling: median(ratios.vsCeiling),
+    ratioVsRlf: median(ratios.vsRlf),
+    limiterVsCeiling: median(ratios.lVsCeiling),
+    limiterVsRlf: median(ratios.lVsRlf),
+    redisCpuVsCeiling:
+      ceilingFigures.redisUsecPerDecision > 0
+        ? geoquotaFigures.redisUsecPerDecision / ceilingFigures.redisUsecPerDecision
+        : 0,
   };
 }

@@ -23,6 +23,22 @@ export interface RunBenchOptions {
   readonly write: Write;
   /** The CLI's local-cluster orchestrator (injected: the bench package does not depend on the CLI). */
   readonly startCluster: StartCluster;
+  /** Only these sections (SECTIONS names); absent or empty: all. */
+  readonly sections?: readonly string[];
+}
+
+/** Section names for `--section` (a before/after of one path without the whole run). */
+export const SECTIONS = ["redis", "http", "leased", "crdt", "skew", "memory", "rls"] as const;
+export type SectionName = (typeof SECTIONS)[number];
+
+/** The sections to run: all, or the names given (GQ_ERR-style message naming a wrong one). */
+export function selectSections(names: readonly string[] | undefined): ReadonlySet<SectionName> {
+  if (names === undefined || names.length === 0) return new Set(SECTIONS);
+  const bad = names.filter((n) => !(SECTIONS as readonly string[]).includes(n));
+  if (bad.length > 0) {
+    throw new Error(`bench --section: unknown section ${bad.join(", ")} (known: ${SECTIONS.join(", ")})`);
+  }
+  return new Set(names as SectionName[]);
 }
 
 export interface BenchReport {
@@ -30,13 +46,14 @@ export interface BenchReport {
   readonly startedAt: string;
   readonly durationS: number;
   readonly machine: Machine;
-  readonly redisPath: RedisPathResult;
-  readonly httpPath: HttpPathResult;
-  readonly leasedPath: LeasedPathResult;
-  readonly crdtGossip: CrdtGossipResult;
-  readonly skew: SkewResult;
-  readonly memory: MemoryResult;
-  readonly rlsPath: RlsPathResult;
+  /** Each section's result; absent when `sections` left it out. */
+  readonly redisPath?: RedisPathResult;
+  readonly httpPath?: HttpPathResult;
+  readonly leasedPath?: LeasedPathResult;
+  readonly crdtGossip?: CrdtGossipResult;
+  readonly skew?: SkewResult;
+  readonly memory?: MemoryResult;
+  readonly rlsPath?: RlsPathResult;
   readonly rows: Row[];
 }
 
@@ -54,6 +71,7 @@ async function withRedis<T>(fn: (s: Awaited<ReturnType<typeof startRedis>>) => P
 }
 
 export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
+  const only = selectSections(o.sections); // a wrong name fails before anything starts
   const budget = budgetFor(o.smoke);
   const t0 = performance.now();
   const startedAt = new Date().toISOString();
@@ -68,41 +86,49 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
       c.disconnect();
     }
   });
-  step("1 redis path");
-  const redisPath = await withRedis((s) => benchRedisPath(s, budget));
-  step("2 http path");
-  const httpPath = await withRedis((s) => benchHttpPath(s, { ...budget, runMs: o.smoke ? 1000 : 5000 }));
-  step("3 leased path");
-  const leasedPath = await withRedis((s) => benchLeasedPath(s, budget));
-  step("4 crdt + gossip");
-  const crdtGossip = benchCrdtGossip(budget);
-  step("5 skew on a 3-region cluster");
-  const skew = await benchSkew(o.startCluster, budget);
-  step("6 memory per key");
-  const memory = await withRedis((s) => benchMemory(s));
-  step("7 rls (gRPC) beside http");
-  const rlsPath = await withRedis((s) => benchRlsPath(s, { ...budget, runMs: o.smoke ? 1000 : 5000 }));
+  const section = async <T>(
+    name: SectionName,
+    label: string,
+    fn: () => Promise<T>,
+  ): Promise<T | undefined> => {
+    if (!only.has(name)) return undefined;
+    step(label);
+    return fn();
+  };
+  const redisPath = await section("redis", "1 redis path", () => withRedis((s) => benchRedisPath(s, budget)));
+  const httpPath = await section("http", "2 http path", () =>
+    withRedis((s) => benchHttpPath(s, { ...budget, runMs: o.smoke ? 1000 : 5000 })),
+  );
+  const leasedPath = await section("leased", "3 leased path", () =>
+    withRedis((s) => benchLeasedPath(s, budget)),
+  );
+  const crdtGossip = await section("crdt", "4 crdt + gossip", async () => benchCrdtGossip(budget));
+  const skew = await section("skew", "5 skew on a 3-region cluster", () => benchSkew(o.startCluster, budget));
+  const memory = await section("memory", "6 memory per key", () => withRedis((s) => benchMemory(s)));
+  const rlsPath = await section("rls", "7 rls (gRPC) beside http", () =>
+    withRedis((s) => benchRlsPath(s, { ...budget, runMs: o.smoke ? 1000 : 5000 })),
+  );
   const rows = [
-    ...redisRows(redisPath),
-    ...httpRows(httpPath),
-    ...leasedRows(leasedPath),
-    ...crdtRows(crdtGossip),
-    ...skewRows(skew),
-    ...memoryRows(memory),
-    ...rlsRows(rlsPath),
+    ...(redisPath ? redisRows(redisPath) : []),
+    ...(httpPath ? httpRows(httpPath) : []),
+    ...(leasedPath ? leasedRows(leasedPath) : []),
+    ...(crdtGossip ? crdtRows(crdtGossip) : []),
+    ...(skew ? skewRows(skew) : []),
+    ...(memory ? memoryRows(memory) : []),
+    ...(rlsPath ? rlsRows(rlsPath) : []),
   ];
   const report: BenchReport = {
     mode: o.smoke ? "smoke" : "full",
     startedAt,
     durationS: (performance.now() - t0) / 1000,
     machine,
-    redisPath,
-    httpPath,
-    leasedPath,
-    crdtGossip,
-    skew,
-    memory,
-    rlsPath,
+    ...(redisPath ? { redisPath } : {}),
+    ...(httpPath ? { httpPath } : {}),
+    ...(leasedPath ? { leasedPath } : {}),
+    ...(crdtGossip ? { crdtGossip } : {}),
+    ...(skew ? { skew } : {}),
+    ...(memory ? { memory } : {}),
+    ...(rlsPath ? { rlsPath } : {}),
     rows,
   };
   const out = resolve(o.outPath);

@@ -150,6 +150,18 @@ interface KeyState {
   readonly resolved: ResolvedKey | undefined;
 }
 
+/** A key resolved under the current policy versions, whether or not they are still known to be current. */
+interface ResolvedEntry {
+  readonly policy: KeyPolicy;
+  readonly resolved: ResolvedKey;
+}
+
+/**
+ * Keys kept resolved (issue 24): past this many the cache starts again empty, so a
+ * stream of one-off keys costs memory bounded by it, never more.
+ */
+const RESOLVED_KEYS_MAX = 100_000;
+
 export class Limiter {
   readonly breaker: CircuitBreaker;
   readonly store: GuardedStore;
@@ -166,6 +178,12 @@ export class Limiter {
   private readonly keyHashSecret: string | undefined;
   /** HMAC key of the headers' hashed `pk` (headers.ts): the same in every region, never the key hash's own. */
   readonly partitionKeySecret: string;
+  /**
+   * Each key resolved once per policy version set (emptied by setPolicies): the same
+   * KeyPolicy object for every check of a key, so the store's per-policy script-argument
+   * cache hits and the names are validated and hashed once, not per check.
+   */
+  private readonly resolvedKeys = new Map<string, ResolvedEntry>();
 
   constructor(deps: LimiterDeps) {
     this.ping = deps.ping;
@@ -232,6 +250,7 @@ export class Limiter {
    */
   setPolicies(next: PolicySet | readonly PolicySet[]): void {
     this.policySets = setsOf(next);
+    this.resolvedKeys.clear();
   }
 
   /**
@@ -271,8 +290,25 @@ export class Limiter {
     return k.policy;
   }
 
-  /** The key's stored names, its meet over the policy versions, and its list/shadow verdict. */
+  /**
+   * The key's stored names, its meet over the policy versions, and its list/shadow verdict;
+   * `resolved` is withheld while the policy is unknown (checked on every call: it expires).
+   */
   private keyState(tenant: string, resource: string, fieldPrefix = ""): KeyState {
+    const id = `${tenant}\u0000${resource}`;
+    let e = this.resolvedKeys.get(id);
+    if (e === undefined) {
+      const fresh = this.resolveFresh(tenant, resource, fieldPrefix);
+      if (fresh.resolved === undefined) return fresh;
+      e = { policy: fresh.policy, resolved: fresh.resolved };
+      if (this.resolvedKeys.size >= RESOLVED_KEYS_MAX) this.resolvedKeys.clear();
+      this.resolvedKeys.set(id, e);
+    }
+    return this.policyKnown ? e : { policy: e.policy, resolved: undefined };
+  }
+
+  /** keyState without the cache (validates and hashes the names; `resolved` undefined before any set). */
+  private resolveFresh(tenant: string, resource: string, fieldPrefix: string): KeyState {
     const max = this.config.keyMaxLength;
     const storedTenant = storedKeyPart(`${fieldPrefix}tenant`, tenant, max, this.keyHashSecret);
     const storedResource = storedKeyPart(`${fieldPrefix}resource`, resource, max, this.keyHashSecret);
@@ -293,7 +329,7 @@ export class Limiter {
       names: { stored: { tenant: finalTenant, resource: storedResource } },
     });
     const policy = { ...r.policy, tenant: finalTenant, resource: storedResource };
-    return { policy, resolved: this.policyKnown ? r : undefined };
+    return { policy, resolved: r };
   }
 
   private keyClass(tenant: string, resource: string): string {
@@ -309,8 +345,9 @@ export class Limiter {
     };
   }
 
-  private fromDecision(policy: KeyPolicy, d: Decision): CheckResult {
-    return {
+  /** The store's decision as the engine reports it; `refundReceipt` set on an admission that has one. */
+  private fromDecision(policy: KeyPolicy, d: Decision, refundReceipt?: string): CheckResult {
+    const r: CheckResult = {
       allowed: d.allowed,
       limit: d.limit,
       remaining: Math.max(0, finiteOr(d.remaining, 0)),
@@ -327,6 +364,9 @@ export class Limiter {
       source: "store",
       policy,
     };
+    // One object per decision, the receipt written into it (no copy to add it).
+    if (refundReceipt !== undefined) (r as { refundReceipt?: string }).refundReceipt = refundReceipt;
+    return r;
   }
 
   /** A decision made without the store: from a held lease, fail-open, or a denial. */
@@ -434,8 +474,8 @@ export class Limiter {
     try {
       const d = await this.store.check(policy, cost);
       this.metrics?.share.set({ key_class: this.keyClass(tenant, resource), resource }, d.share);
-      const r = this.fromDecision(policy, d);
-      return d.allowed ? this.withReceipt(r, tenant, resource, cost, d.nowUs) : r;
+      const receipt = d.allowed ? this.receipt(tenant, resource, cost, d.nowUs) : undefined;
+      return this.fromDecision(policy, d, receipt);
     } catch (err) {
       if (!isStoreUnavailable(err)) throw err;
       return this.degraded(policy, cost);
@@ -507,10 +547,10 @@ export class Limiter {
         active.forEach((i, j) => {
           const p = d.parts[j]!;
           const it = items[i]!;
-          const r = this.fromDecision(policies[i]!, p);
           // A check-only part (cost 0) admitted nothing: no receipt to refund.
-          const part =
-            d.allowed && it.cost > 0 ? this.withReceipt(r, it.tenant, it.resource, it.cost, p.nowUs) : r;
+          const receipt =
+            d.allowed && it.cost > 0 ? this.receipt(it.tenant, it.resource, it.cost, p.nowUs) : undefined;
+          const part = this.fromDecision(policies[i]!, p, receipt);
           parts[i] = resolved[i]!.shadow ? this.shadowed(part) : part;
         });
         const result = { allowed: d.allowed, failedIndex: failed ?? -1, parts: parts as CheckResult[] };
@@ -576,17 +616,8 @@ export class Limiter {
     return { allowed, failedIndex, parts, degraded: true };
   }
 
-  private withReceipt(
-    r: CheckResult,
-    tenant: string,
-    resource: string,
-    cost: number,
-    admittedUs: number,
-  ): CheckResult {
-    return {
-      ...r,
-      refundReceipt: this.receipts.issue(this.config.region, tenant, resource, cost, admittedUs),
-    };
+  private receipt(tenant: string, resource: string, cost: number, admittedUs: number): string {
+    return this.receipts.issue(this.config.region, tenant, resource, cost, admittedUs);
   }
 
   /**

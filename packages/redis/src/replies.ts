@@ -170,7 +170,16 @@ function list(v: unknown, what: string): readonly string[] {
 
 /** One decoder per script: the reply array (already checked to be an array) → its interface. */
 export const DECODERS: { readonly [N in ScriptName]: (r: readonly unknown[]) => ScriptReplies[N] } = {
-  check: (r) => ({ ...decision(r, 0, 6), nowUs: num(r[5], "now") }),
+  // Built in one literal (no spread of decision()): the hot path's one reply shape.
+  check: (r) => ({
+    allowed: num(r[0], "allowed") === 1,
+    remaining: num(r[1], "remaining"),
+    share: num(r[2], "share"),
+    leased: num(r[3], "leased"),
+    recovering: num(r[4], "recovering") === 1,
+    resetUs: num(r[6], "resetUs"),
+    nowUs: num(r[5], "now"),
+  }),
   refund: (r) => ({ status: num(r[0], "status"), nowUs: num(r[5], "now"), decision: decision(r, 0, 6) }),
   checkCompound: (r) => {
     const items = (r.length - 3) / 6;

@@ -129,8 +129,51 @@ export function bindScripts(redis: RedisClient): ScriptCaller {
   return new ScriptCaller(redis);
 }
 
+/**
+ * A script call whose KEYS and leading ARGV (`head`) were checked against the spec once:
+ * each call appends the `tail` arguments and decodes the reply (the per-key hot path:
+ * no per-call arity check, no argument arrays joined per call).
+ */
+export type PreparedCall<N extends ScriptName> = (
+  head: readonly (string | number)[],
+  ...tail: (string | number)[]
+) => Promise<ScriptReplies[N]>;
+
 export class ScriptCaller {
   constructor(private readonly redis: RedisClient) {}
+
+  /**
+   * A caller for a fixed-arity script (no items, no variadic ARGV) taking `tailArgs`
+   * trailing arguments; `checkHead` validates a head once (throws GQ_ERR_SCRIPT_HEADER).
+   */
+  prepare<N extends ScriptName>(
+    name: N,
+    tailArgs: number,
+  ): { call: PreparedCall<N>; checkHead: (keys: number, argv: number) => void } {
+    const spec: ScriptSpec = SCRIPTS[name];
+    const fn = (this.redis as unknown as Record<string, ScriptFn>)[COMMAND_PREFIX + name];
+    if (fn === undefined || spec.itemKeys !== undefined || "variadicArgv" in spec) {
+      throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name}: not a fixed-arity script`);
+    }
+    const redis = this.redis;
+    const decode = DECODERS[name];
+    return {
+      checkHead: (keys, argv) => {
+        if (keys !== spec.keys.length || argv + tailArgs !== spec.argv.length) {
+          throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name}: ${keys} keys, ${argv + tailArgs} args`);
+        }
+      },
+      call: async (head, ...tail) => {
+        if (tail.length !== tailArgs) {
+          throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name}: ${tail.length} trailing args`);
+        }
+        const reply = await fn.call(redis, ...head, ...tail);
+        if (!Array.isArray(reply))
+          throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
+        return decode(reply);
+      },
+    };
+  }
 
   /**
    * Runs a script; `keys` and `argv` must match its spec (the header) in

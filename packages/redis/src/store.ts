@@ -201,11 +201,26 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       ? durableGate(createCertifier(redis, { replicas, timeoutMs: options.durability?.timeoutMs ?? 50 }))
       : undefined;
 
+  // check's KEYS + region + policy ARGV, joined once per policy object (the limiter keeps one
+  // object per key and policy version), arity checked then; each call appends the cost.
+  const checkCall = scripts.prepare("check", 1);
+  const checkHeads = new WeakMap<KeyPolicy, { head: readonly (string | number)[]; shard: number }>();
+  const checkHead = (policy: KeyPolicy) => {
+    let h = checkHeads.get(policy);
+    if (h === undefined) {
+      const a = args(policy);
+      checkCall.checkHead(a.keys.length, 1 + a.policyArgv.length);
+      h = { head: [...a.keys, region, ...a.policyArgv], shard: a.shard };
+      checkHeads.set(policy, h);
+    }
+    return h;
+  };
+
   const checkOne = async (policy: KeyPolicy, cost: number): Promise<StoreDecision> => {
     assertCost(cost);
-    const a = args(policy);
+    const a = checkHead(policy);
     const ticket = gate?.issue(a.shard);
-    const r = await scripts.call("check", a.keys, [region, ...a.policyArgv, String(cost)]);
+    const r = await checkCall.call(a.head, String(cost));
     if (ticket !== undefined && r.allowed) await gate?.settle("check", ticket);
     return toDecision(policy, r, r.nowUs, cost);
   };

@@ -9,6 +9,7 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
     outPath: String(opts.out ?? "reports/bench.json"),
     write: (s) => process.stdout.write(s),
     startCluster,
+    ...(typeof opts.section === "string" ? { sections: opts.section.split(",").map((x) => x.trim()) } : {}),
   });
   return 0;
 }
