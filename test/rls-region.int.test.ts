@@ -60,7 +60,7 @@ beforeAll(async () => {
       gossip: { listen: { host: "127.0.0.1", port: 1 }, plaintext: true },
       sharedSecret: "test-shared-secret-0123456789",
       adminToken: "test-admin-token-0123456789",
-      logLevel: "warn",
+      logLevel: "info", // the region logs the address its RLS bound at info
       rls: {
         listen: { host: "127.0.0.1", port: 0 },
         configs: [join(FIXTURES, "integration/basic.yaml"), join(FIXTURES, "integration/another.yaml")],
@@ -76,7 +76,7 @@ beforeAll(async () => {
   await waitFor(
     "the region's RLS address",
     async () => {
-      const m = /rls listening on (\S+)/.exec(region.output());
+      const m = /rls listening on ([^\s"]+)/.exec(region.output());
       if (m) addr = m[1]!;
       return m !== null;
     },

@@ -50,7 +50,11 @@ describe("clock check in the simulation (DESIGN §1.2 Checked)", () => {
     }
   }, 240_000);
 
-  it("regions 6ε apart from the start (unsafe unchecked: protocol.planted.sim.test.ts): with the check every checker passes and loans still flow", async () => {
+  // Spread over 6ε, most pairs of regions are further apart than the safe margin (ε here), so
+  // the check keeps them out of lending from the start and loans may not flow at all (seeds
+  // 1–6 grant none): what this shows is safety, the unchecked run's failure being
+  // protocol.planted.sim.test.ts's.
+  it("regions 6ε apart from the start (unsafe unchecked: protocol.planted.sim.test.ts): with the check every checker passes", async () => {
     for (const seed of [1, 2, 3]) {
       const r = await runModel(
         scenarioFor(seed, {
@@ -63,7 +67,6 @@ describe("clock check in the simulation (DESIGN §1.2 Checked)", () => {
         }),
       );
       mustPass(r);
-      expect(r.loansGranted, `seed ${seed}`).toBeGreaterThan(0);
     }
   }, 240_000);
 });

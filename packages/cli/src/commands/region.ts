@@ -19,8 +19,9 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
     await service.close();
     throw err;
   });
+  // Through the limiter's logger: the region's log stays one JSON object per line.
   if (rls !== undefined)
-    process.stderr.write(`geoquota region ${config.region}: rls listening on ${rls.server.address}\n`);
+    service.app.log.info({ rls: rls.server.address }, `rls listening on ${rls.server.address}`);
   const stop = () => {
     void (async () => {
       await rls?.server.close();
