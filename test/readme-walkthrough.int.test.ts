@@ -6,13 +6,14 @@
 // log read without reading source"). The one thing mirrored rather than
 // taken as is: `npx geoquota` resolves to this checkout's built CLI (run from a
 // clone, npx finds it in node_modules/.bin; from a temp directory it would ask
-// the registry instead).
+// the registry instead), and `.bin/` (the bootstrap's tools: the RLS client) is
+// linked into the directory, as a clone has it.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { cliBin, waitFor } from "@geoquota/testkit";
+import { cliBin, repoRoot, waitFor } from "@geoquota/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 
 const README = fileURLToPath(new URL("../README.md", import.meta.url));
@@ -79,6 +80,7 @@ describe("the README's local-cluster walkthrough, as written", () => {
       "wait",
     ].join("\n");
     writeFileSync(join(dir, "walkthrough.sh"), script);
+    symlinkSync(join(repoRoot, ".bin"), join(dir, ".bin"));
     shell = spawn("bash", ["walkthrough.sh"], {
       cwd: dir,
       detached: true,
@@ -97,6 +99,7 @@ describe("the README's local-cluster walkthrough, as written", () => {
 
     // What each step printed, in order.
     expect(out).toContain('"allowed":true'); // the check
+    expect(out).toMatch(/"overall":"(OK|OVER_LIMIT)"/); // Envoy's RLS through the Go client
     expect(out).toMatch(/^# v0@seed#[0-9a-f]{32} \(stable\)$/m); // policy get
     expect(out).toMatch(/^region eu-west: target v\d+@us-east#[0-9a-f]{8}, completed here v\d+@us-east/m); // status --wait --version
     expect(out).toMatch(/^v\d+@eu-west#[0-9a-f]{8} arrived in every region$/m); // apply --wait
