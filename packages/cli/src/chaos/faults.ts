@@ -328,7 +328,13 @@ async function proposeChaosPolicy(
   }
   const res = await fetch(`${regionOf(cluster, region).url}/v1/policy`, {
     method: "PUT",
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+    // Built from the policies file, not from a version read back: "replace whatever is newest"
+    // (If-Match: *), as a SIGHUP reload proposes it. A bare PUT is refused 428.
+    headers: {
+      authorization: `Bearer ${ADMIN_TOKEN}`,
+      "content-type": "application/json",
+      "if-match": "*",
+    },
     body: JSON.stringify(doc),
     // The proposal is replicated before the answer; a stalled link or a
     // loaded machine makes that slow (5 s timed out in a soak).
