@@ -144,6 +144,9 @@ async function runTests(dir, t) {
   const j = JSON.parse(readFileSync(report, "utf8"));
   if (j.numTotalTests === 0) return { error: `no test matched ${t.file}${t.name ? ` -t ${t.name}` : ""}` };
   const failed = failuresOf(j, t.file);
+  // `-t` is a regular expression: a name with `+` or `(` in it may match nothing, and every test
+  // is then skipped — which passes. Reported with the row (a MISSED row whose test never ran).
+  const ran = j.numPassedTests + j.numFailedTests;
   // An unhandled error (an async crash outside any test) fails the run but no test.
   if (failed.length === 0 && r.code !== 0 && /Unhandled (?:Error|Rejection)/.test(r.out)) {
     const at = r.out.search(/Unhandled (?:Error|Rejection)/);
@@ -152,7 +155,7 @@ async function runTests(dir, t) {
       crash: `unhandled error: ${r.out.slice(at, at + 300).replace(/\s+/g, " ")}`,
     });
   }
-  return { failed };
+  return { failed, ran };
 }
 
 /** `file: TSnnnn: text` for every tsc diagnostic in `dir` (the whole program, as `npm test` checks it). */
@@ -177,11 +180,16 @@ async function runRow(row) {
       if (added.length > 0)
         return { row, verdict: "invalid", detail: `type error: ${added[0]}`, ms: Date.now() - started };
     }
+    const unrun = [];
     for (const t of row.tests) {
       const r = await runTests(dir, t);
       if (r.error !== undefined) return { row, verdict: "ERROR", detail: r.error, ms: Date.now() - started };
       if (r.failed.length > 0) return { row, ...verdictOf(r.failed), ms: Date.now() - started };
+      if (r.ran === 0)
+        unrun.push(`${t.file} -t ${t.name}: no test ran (the name, a regular expression, matched none)`);
     }
+    if (unrun.length > 0)
+      return { row, verdict: "ERROR", detail: unrun.join("; "), ms: Date.now() - started };
     return {
       row,
       verdict: "MISSED",
