@@ -95,6 +95,9 @@ function copyRepo() {
     mkdirSync(dirname(join(dir, f)), { recursive: true });
     cpSync(join(ROOT, f), join(dir, f), { verbatimSymlinks: true });
   }
+  // The git-ignored .bin/ (Toxiproxy, pinned pnpm, the RLS client, the libc redis-server): linked,
+  // so findBinary finds it in the copy.
+  if (existsSync(join(ROOT, ".bin"))) symlinkSync(join(ROOT, ".bin"), join(dir, ".bin"));
   // Root node_modules: third-party entries linked to the original; the
   // workspace links (@geoquota/*, relative) copied so they resolve to the copy.
   const nm = join(ROOT, "node_modules");
