@@ -2,37 +2,15 @@
 // built CLI) against one region's limiter on a real Redis: the reset empties the key in that
 // region, and every admin change (the CLI's `set` and `reset`) is in the region's audit list
 // with the actor the CLI names (GEOQUOTA_ACTOR).
-import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { parsePolicies, parseRegionConfig } from "@geoquota/config";
 import { type RegionService, startRegionService } from "@geoquota/limiter";
-import { type RedisServer, startRedis } from "@geoquota/testkit";
+import { type RedisServer, runCli, startRedis } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
-const bin = fileURLToPath(new URL("../packages/cli/bin/geoquota.mjs", import.meta.url));
 const TOKEN = "test-admin-token-0123456789";
 
-function cli(
-  args: string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number; out: string; err: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, "policy", ...args], {
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, ...env },
-    });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (c: Buffer) => {
-      out += c.toString();
-    });
-    child.stderr.on("data", (c: Buffer) => {
-      err += c.toString();
-    });
-    child.once("error", reject);
-    child.once("exit", (code) => resolve({ code: code ?? -1, out, err }));
-  });
-}
+/** `geoquota policy <args…>` through the built CLI (the test kit's runner). */
+const cli = (args: string[], env: Record<string, string> = {}) => runCli(["policy", ...args], env);
 
 describe("geoquota policy reset / history", () => {
   let redis: RedisServer;

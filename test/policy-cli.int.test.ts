@@ -2,39 +2,19 @@
 // built CLI) against a real 2-region cluster, and the gossip daemon's SIGHUP
 // reload of the policies file, observed through the admin HTTP API of the
 // other region (docs/design.md §3.4).
-import { spawn } from "node:child_process";
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Cluster, startCluster } from "@geoquota/cli";
+import { runCli } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
-const bin = fileURLToPath(new URL("../packages/cli/bin/geoquota.mjs", import.meta.url));
 const seed = fileURLToPath(new URL("./fixtures/policies-rollout.json", import.meta.url));
 const TOKEN = "local-cluster-admin";
 
-function cli(
-  args: string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number; out: string; err: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, "policy", ...args], {
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, ...env },
-    });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (c: Buffer) => {
-      out += c.toString();
-    });
-    child.stderr.on("data", (c: Buffer) => {
-      err += c.toString();
-    });
-    child.once("error", reject);
-    child.once("exit", (code) => resolve({ code: code ?? -1, out, err }));
-  });
-}
+/** `geoquota policy <args…>` through the built CLI (the test kit's runner). */
+const cli = (args: string[], env: Record<string, string> = {}) => runCli(["policy", ...args], env);
 
 interface VersionId {
   version: number;
