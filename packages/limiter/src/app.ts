@@ -12,7 +12,7 @@ import Fastify, {
 import { Registry } from "prom-client";
 import type { MonotonicClock } from "./clock.js";
 import { ERRORS, errorBody, LimiterError } from "./errors.js";
-import { decisionBody, type HeaderOptions, rateLimitHeaders } from "./headers.js";
+import { DECISION_HEADER_NAMES, decisionBody, type HeaderOptions, rateLimitHeaders } from "./headers.js";
 import { PROBLEM_JSON, prefersProblem, problemOf, quotaExceeded } from "./problem.js";
 import { type CheckResult, Limiter } from "./limiter.js";
 import { documentOf, type PolicyAdmin, StaticPolicies } from "./policy-source.js";
@@ -99,18 +99,6 @@ export const BODY_BYTES_MAX = 64 * 1024;
 /** A path parameter (tenant, resource) of 128 characters, each up to 4 UTF-8 bytes as %XX. */
 const PARAM_CHARS_MAX = 128 * 12;
 
-/** Headers every decision carries (headers.ts). */
-const DECISION_HEADERS = [
-  "RateLimit-Policy",
-  "RateLimit",
-  "RateLimit-Limit",
-  "RateLimit-Remaining",
-  "RateLimit-Reset",
-  "X-RateLimit-Limit",
-  "X-RateLimit-Remaining",
-  "X-RateLimit-Reset",
-  "X-RateLimit-Scope",
-];
 const badRequest = { description: "invalid input; `field` names it", schema: ErrorSchema };
 const unauthorized = { description: "missing or wrong bearer token", schema: ErrorSchema };
 
@@ -128,7 +116,7 @@ const CHECK_DOC: RouteDoc = {
     200: {
       description: "allowed (or denied, with deniedStatus 200)",
       schema: CheckResponseSchema,
-      headers: DECISION_HEADERS,
+      headers: DECISION_HEADER_NAMES,
     },
     400: badRequest,
     403: { description: "the key is on the deny list (`reason: deny_list`)", schema: CheckResponseSchema },
@@ -136,7 +124,7 @@ const CHECK_DOC: RouteDoc = {
     429: {
       description: "denied",
       schema: CheckResponseSchema,
-      headers: [...DECISION_HEADERS, "Retry-After"],
+      headers: [...DECISION_HEADER_NAMES, "Retry-After"],
     },
   },
 };

@@ -10,7 +10,7 @@
 // gateway's own fail mode.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { LimiterError } from "./errors.js";
-import { decisionBody, type HeaderOptions, rateLimitHeaders } from "./headers.js";
+import { DECISION_HEADER_NAMES, decisionBody, type HeaderOptions, rateLimitHeaders } from "./headers.js";
 import type { Limiter } from "./limiter.js";
 import type { RouteDoc } from "./openapi.js";
 import { DecisionSchema, ErrorSchema, parseBody, SingleCheckSchema } from "./validation.js";
@@ -29,18 +29,6 @@ export const DECISION_HEADER = "x-geoquota-decision";
 export const ERROR_HEADER = "x-geoquota-error";
 export const FIELD_HEADER = "x-geoquota-field";
 
-const RATE_LIMIT_HEADERS = [
-  "RateLimit-Policy",
-  "RateLimit",
-  "RateLimit-Limit",
-  "RateLimit-Remaining",
-  "RateLimit-Reset",
-  "X-RateLimit-Limit",
-  "X-RateLimit-Remaining",
-  "X-RateLimit-Reset",
-  "X-RateLimit-Scope",
-];
-
 const AUTH_DOC: RouteDoc = {
   summary: "Decide and charge one limit, answered by status (nginx auth_request)",
   description:
@@ -58,7 +46,7 @@ const AUTH_DOC: RouteDoc = {
     { name: "cost", in: "query", description: "≥ 0, default 1; or the X-Geoquota-Cost header" },
   ],
   responses: {
-    204: { description: "admitted", headers: [...RATE_LIMIT_HEADERS, "X-Geoquota-Decision"] },
+    204: { description: "admitted", headers: [...DECISION_HEADER_NAMES, "X-Geoquota-Decision"] },
     401: {
       description: "invalid input (GQ_ERR_AUTH_INVALID; `field` names it)",
       schema: ErrorSchema,
@@ -67,7 +55,7 @@ const AUTH_DOC: RouteDoc = {
     403: {
       description: "denied: rate limited (with Retry-After and the RateLimit fields) or deny-listed",
       schema: DecisionSchema,
-      headers: [...RATE_LIMIT_HEADERS, "Retry-After", "X-Geoquota-Decision"],
+      headers: [...DECISION_HEADER_NAMES, "Retry-After", "X-Geoquota-Decision"],
     },
   },
 };

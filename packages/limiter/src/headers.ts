@@ -19,6 +19,19 @@ import type { CheckResult, DecisionSource, LimitScope } from "./limiter.js";
 import { type KeyPolicy, type LimitSpec, SHARE_UNITS } from "./types.js";
 
 /** What the `pk` parameter carries: an HMAC of the key (default), the stored key, or nothing. */
+/** The header fields every decision carries (what rateLimitHeaders sets), for the route docs. */
+export const DECISION_HEADER_NAMES: readonly string[] = [
+  "RateLimit-Policy",
+  "RateLimit",
+  "RateLimit-Limit",
+  "RateLimit-Remaining",
+  "RateLimit-Reset",
+  "X-RateLimit-Limit",
+  "X-RateLimit-Remaining",
+  "X-RateLimit-Reset",
+  "X-RateLimit-Scope",
+];
+
 export type PartitionKeyMode = "hash" | "raw" | "omit";
 export const PARTITION_KEY_MODES: readonly PartitionKeyMode[] = ["hash", "raw", "omit"];
 
