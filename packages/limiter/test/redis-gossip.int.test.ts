@@ -25,6 +25,39 @@ it("drainDirty pops the changed keys once", async () => {
   expect((await gossip.drainDirty(10)).keys).toEqual([]);
 });
 
+it("an idle round is one script call that writes nothing; a small budget serves every shard in turn", async () => {
+  const store = createRedisStore({ redis: fx.redis, region: "eu", timing: TIMING });
+  const gossip = createGossipStore({ redis: fx.redis, region: "eu", timing: TIMING });
+  await gossip.drainDirty(1000);
+  const stats = async () => {
+    const info = await fx.redis.info("commandstats");
+    const calls = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+    return {
+      evalsha: calls("evalsha") + calls("eval"),
+      scard: calls("scard"),
+      set: calls("set"),
+      spop: calls("spop"),
+    };
+  };
+  await fx.redis.config("RESETSTAT");
+  expect((await gossip.drainDirty(1000)).keys).toEqual([]);
+  // 256 shards looked at inside one call; no shard's generation moved, nothing popped.
+  expect(await stats()).toEqual({ evalsha: 1, scard: 256, set: 0, spop: 0 });
+  // Keys of several shards and a budget of one: each drain takes one, from the next shard on.
+  const ps = Array.from({ length: 6 }, () => policy());
+  const tenants = ps.map((p) => p.tenant);
+  const shards = new Set(tenants.map(shardOf));
+  for (const p of ps) await store.check(p, 1);
+  const seen = new Set<string>();
+  for (let i = 0; i < 256 * 2 && seen.size < tenants.length; i++) {
+    const d = await gossip.drainDirty(1);
+    expect(d.keys.length).toBeLessThanOrEqual(1);
+    for (const k of d.keys) seen.add(k.tenant);
+  }
+  expect(seen).toEqual(new Set(tenants));
+  expect(shards.size).toBeGreaterThan(1);
+});
+
 it("mergeRemote max-merges counter entries and ignores smaller ones", async () => {
   const gossip = createGossipStore({ redis: fx.redis, region: "eu", timing: TIMING });
   const p = policy();

@@ -145,6 +145,28 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
   }
   const certifier: Certifier = createCertifier(redis, { replicas, timeoutMs: options.waitTimeoutMs ?? 100 });
   let drainStart = 0;
+  // Standalone: every shard's feed in one script call (its keys need no common slot).
+  const allFeedKeys = ALL_SHARDS.flatMap((k) => [dirtyKey(k), drainGenKey(k)]);
+  const drainAll = (max: number, first: number) => scripts.call("drainDirty", allFeedKeys, [max, first]);
+  // Cluster: a script may only touch one slot, so one SCARD per shard (on its
+  // node) shares the budget and only the shards with members get a drain call.
+  async function drainClusterShards(max: number, first: number) {
+    const sizes = await Promise.all(ALL_SHARDS.map((k) => shardNode(redis, k).scard(dirtyKey(k))));
+    const calls = [];
+    let budget = max;
+    for (let i = 0; i < ALL_SHARDS.length && budget > 0; i++) {
+      const k = (first + i) % ALL_SHARDS.length;
+      const n = Math.min(sizes[k] ?? 0, budget);
+      if (n === 0) continue;
+      budget -= n;
+      calls.push(scripts.call("drainDirty", [dirtyKey(k), drainGenKey(k)], [n, 0]));
+    }
+    if (calls.length === 0) {
+      const [sec, usec] = await shardNode(redis, 0).time();
+      return [{ nowUs: Number(sec) * 1_000_000 + Number(usec), members: [] as string[] }];
+    }
+    return Promise.all(calls);
+  }
 
   return {
     region,
@@ -221,23 +243,13 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
       if (!Number.isInteger(max) || max < 1 || max > MAX_DRAIN) {
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `drain max ${max}`);
       }
-      // One SCARD per shard to share the budget (starting at a rotating shard, so a
-      // budget smaller than the backlog serves every shard in turn), then drain_dirty
-      // on every shard: each starts a new drain generation even when it pops
-      // nothing, as the single feed did.
-      const sizes = await Promise.all(ALL_SHARDS.map((k) => shardNode(redis, k).scard(dirtyKey(k))));
-      const take = ALL_SHARDS.map(() => 0);
-      let budget = max;
-      for (let i = 0; i < ALL_SHARDS.length && budget > 0; i++) {
-        const k = (drainStart + i) % ALL_SHARDS.length;
-        const n = Math.min(sizes[k] ?? 0, budget);
-        take[k] = n;
-        budget -= n;
-      }
+      // The budget is shared over the shards starting at a rotating shard, so a
+      // budget smaller than the backlog serves every shard in turn. Only a shard
+      // something is popped from starts a new drain generation (drain_dirty.lua
+      // says why an idle one need not), so a quiet region's round costs one call.
+      const first = drainStart;
       drainStart = (drainStart + 1) % ALL_SHARDS.length;
-      const replies = await Promise.all(
-        ALL_SHARDS.map((k) => scripts.call("drainDirty", [dirtyKey(k), drainGenKey(k)], [take[k] ?? 0])),
-      );
+      const replies = isCluster(redis) ? await drainClusterShards(max, first) : [await drainAll(max, first)];
       let nowUs = 0;
       const keys: { tenant: string; resource: string }[] = [];
       for (const r of replies) {

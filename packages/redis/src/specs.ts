@@ -69,7 +69,7 @@ export const SCRIPTS = {
   loanReturnReceived: keyScript("loan_return_received.lua", ["borrower", "seq"]),
   inspect: keyScript("inspect.lua", []),
   reset: keyScript("reset.lua", []),
-  drainDirty: { file: "drain_dirty.lua", keys: ["gq:dirty", "gq:dg"], argv: ["max"] },
+  drainDirty: { file: "drain_dirty.lua", keys: [], argv: ["max", "start"], itemKeys: ["gq:dirty", "gq:dg"] },
   regionInit: { file: "region_init.lua", keys: ["gq:inc", "gq:rid"], argv: ["mode", "replid", "freshId"] },
 } as const satisfies Record<string, ScriptSpec>;
 
