@@ -45,7 +45,11 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
   expect(bad).toEqual([]);
   // Each section measured something.
   const r = report as unknown as {
-    redisPath: { geoquota: { decisions: number } };
+    redisPath: {
+      geoquota: { decisions: number };
+      batch500: { decisions: number };
+      batch1ms: { decisions: number };
+    };
     httpPath: { runs: unknown[] };
     leasedPath: { variants: unknown[] };
     crdtGossip: { gossip: unknown[] };
@@ -57,6 +61,8 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
     };
   };
   expect(r.redisPath.geoquota.decisions).toBeGreaterThan(0);
+  expect(r.redisPath.batch500.decisions).toBeGreaterThan(0);
+  expect(r.redisPath.batch1ms.decisions).toBeGreaterThan(0);
   expect(r.httpPath.runs.length).toBe(6);
   expect(r.leasedPath.variants.length).toBe(2);
   expect(r.crdtGossip.gossip.length).toBe(2);

@@ -3,7 +3,9 @@
 // shared machine's load hits all of them alike: the bare script (ceiling), the
 // store (`store.check`), the whole decision engine over a store of its own
 // (`Limiter.check`: policy resolution, key hygiene, breaker, receipts), and
-// rate-limiter-flexible.
+// rate-limiter-flexible. Then micro-batched `store.check` (issue 24 point 2:
+// the store's `batch` option, 64 checks or 500 µs / 1 ms per batch) beside
+// them, in the same alternation.
 import { parsePolicies, parseRegionConfig } from "@geoquota/config";
 import { createRedisStore, initFreshRegion, Limiter } from "@geoquota/limiter";
 import type { RedisServer } from "@geoquota/procs";
@@ -40,17 +42,25 @@ export interface RedisPathResult {
   readonly geoquota: PathFigures;
   readonly limiter: PathFigures;
   readonly rlf: PathFigures;
+  /** `store.check` micro-batched (`batch: { maxChecks: BATCH_CHECKS, maxWaitUs: 500 | 1000 }`). */
+  readonly batch500: PathFigures;
+  readonly batch1ms: PathFigures;
   /** Median over rounds of geoquota ÷ ceiling decisions/s (paired runs). */
   readonly ratioVsCeiling: number;
   readonly ratioVsRlf: number;
   /** The same for `Limiter.check`. */
   readonly limiterVsCeiling: number;
   readonly limiterVsRlf: number;
+  /** Median over rounds of batched ÷ ceiling decisions/s (the one-call ceiling of the same round). */
+  readonly batch500VsCeiling: number;
+  readonly batch1msVsCeiling: number;
   /** geoquota ÷ ceiling Redis CPU per decision (commandstats). */
   readonly redisCpuVsCeiling: number;
 }
 
-const VARIANTS = ["ceiling", "geoquota", "limiter", "rlf"] as const;
+const VARIANTS = ["ceiling", "geoquota", "limiter", "rlf", "batch500", "batch1ms"] as const;
+/** The batched variants' batch size: the config default (redis.batch.maxChecks). */
+export const BATCH_CHECKS = 64;
 type Variant = (typeof VARIANTS)[number];
 
 interface Measured {
@@ -120,6 +130,8 @@ export async function benchRedisPath(server: RedisServer, budget: Budget): Promi
     geoquota: server.client(),
     limiter: server.client(),
     rlf: server.client(),
+    batch500: server.client(),
+    batch1ms: server.client(),
   };
   await initFreshRegion(conns.geoquota);
   const ceiling = bindCeiling(conns.ceiling);
@@ -128,6 +140,15 @@ export async function benchRedisPath(server: RedisServer, budget: Budget): Promi
     createRedisStore({ redis: conns.limiter, region: BENCH_REGION, timing: TIMING }),
     server.url,
   );
+  const batched = (client: typeof conns.geoquota, maxWaitUs: number) =>
+    createRedisStore({
+      redis: client,
+      region: BENCH_REGION,
+      timing: TIMING,
+      batch: { maxChecks: BATCH_CHECKS, maxWaitUs },
+    });
+  const batch500 = batched(conns.batch500, 500);
+  const batch1ms = batched(conns.batch1ms, 1000);
   const policies = benchPolicies();
   const rlf = new RateLimiterRedis({
     storeClient: conns.rlf,
@@ -141,6 +162,9 @@ export async function benchRedisPath(server: RedisServer, budget: Budget): Promi
     // Other tenants than the store's (l…), so the two never share a bucket.
     limiter: (i) => limiter.check(`l${i % KEYS}`, "api", 1),
     rlf: (i) => rlf.consume(`t${i % KEYS}`, 1),
+    // The store's keys (t…): every variant but the limiter runs on them in turn.
+    batch500: (i) => batch500.check(policies[i % KEYS]!, 1),
+    batch1ms: (i) => batch1ms.check(policies[i % KEYS]!, 1),
   };
   const run = async (v: Variant, durationMs: number): Promise<Measured> => {
     const before = await commandStats(conns.ceiling);
@@ -159,12 +183,21 @@ export async function benchRedisPath(server: RedisServer, budget: Budget): Promi
   // Warm-up: scripts loaded, keys created, JIT settled; not measured.
   for (const v of VARIANTS) await run(v, Math.min(500, budget.runMs));
 
-  const results: Record<Variant, Measured[]> = { ceiling: [], geoquota: [], limiter: [], rlf: [] };
+  const results: Record<Variant, Measured[]> = {
+    ceiling: [],
+    geoquota: [],
+    limiter: [],
+    rlf: [],
+    batch500: [],
+    batch1ms: [],
+  };
   const ratios = {
     vsCeiling: [] as number[],
     vsRlf: [] as number[],
     lVsCeiling: [] as number[],
     lVsRlf: [] as number[],
+    b500: [] as number[],
+    b1ms: [] as number[],
   };
   for (let round = 0; round < budget.rounds; round++) {
     const m = {} as Record<Variant, Measured>;
@@ -177,9 +210,13 @@ export async function benchRedisPath(server: RedisServer, budget: Budget): Promi
     ratios.vsRlf.push(rate("geoquota") / rate("rlf"));
     ratios.lVsCeiling.push(rate("limiter") / rate("ceiling"));
     ratios.lVsRlf.push(rate("limiter") / rate("rlf"));
+    ratios.b500.push(rate("batch500") / rate("ceiling"));
+    ratios.b1ms.push(rate("batch1ms") / rate("ceiling"));
   }
   await limiter.close();
   await store.close();
+  await batch500.close();
+  await batch1ms.close();
   for (const c of Object.values(conns)) c.disconnect();
   const ceilingFigures = figures(results.ceiling);
   const geoquotaFigures = figures(results.geoquota);
@@ -192,10 +229,14 @@ export async function benchRedisPath(server: RedisServer, budget: Budget): Promi
     geoquota: geoquotaFigures,
     limiter: figures(results.limiter),
     rlf: figures(results.rlf),
+    batch500: figures(results.batch500),
+    batch1ms: figures(results.batch1ms),
     ratioVsCeiling: median(ratios.vsCeiling),
     ratioVsRlf: median(ratios.vsRlf),
     limiterVsCeiling: median(ratios.lVsCeiling),
     limiterVsRlf: median(ratios.lVsRlf),
+    batch500VsCeiling: median(ratios.b500),
+    batch1msVsCeiling: median(ratios.b1ms),
     redisCpuVsCeiling:
       ceilingFigures.redisUsecPerDecision > 0
         ? geoquotaFigures.redisUsecPerDecision / ceilingFigures.redisUsecPerDecision

@@ -109,6 +109,18 @@ export const RegionConfigSchema = z
         durableAdmissions: z.boolean().default(true),
         /** Failover detection window: how often `master_replid` is polled (limiter and daemon). */
         primaryCheckMs: intIn(10, 60_000).default(1000),
+        /**
+         * Micro-batching of checks (off when absent): concurrent checks of this process go to
+         * Redis as one script call per connection (per shard on a Cluster), sent once
+         * `maxChecks` wait or `maxWaitUs` after the first; each decision is still the check
+         * script's, in arrival order, and durable admissions hold per batch.
+         */
+        batch: z
+          .strictObject({
+            maxChecks: intIn(2, 1024).default(64),
+            maxWaitUs: intIn(50, 100_000).default(500),
+          })
+          .optional(),
       })
       .strict(),
     regions: z

@@ -116,10 +116,33 @@ describe("region config", () => {
     [{ refund: { windowMs: 0 } }, "refund.windowMs: expected number ≥ 100"],
     [{ refund: { secret: "short" } }, "refund.secret"],
     [{ refund: { windowMs: 1000, extra: 1 } }, `refund: Unrecognized key: "extra"`],
+    [
+      { redis: { url: "redis://127.0.0.1:6379", batch: { maxChecks: 1 } } },
+      "redis.batch.maxChecks: expected number ≥ 2",
+    ],
+    [
+      { redis: { url: "redis://127.0.0.1:6379", batch: { maxWaitUs: 0 } } },
+      "redis.batch.maxWaitUs: expected number ≥ 50",
+    ],
+    [
+      { redis: { url: "redis://127.0.0.1:6379", batch: { maxWaitUs: 0.5 } } },
+      "redis.batch.maxWaitUs: expected integer in [50, 100000]",
+    ],
+    [
+      { redis: { url: "redis://127.0.0.1:6379", batch: { waitUs: 500 } } },
+      `redis.batch: Unrecognized key: "waitUs"`,
+    ],
   ])("rejects %j", (patch, message) => {
     const err = errorOf(() => parseRegionConfig({ ...good(), ...patch }, { file: "f.json" }));
     expect(err.message).toContain(`f.json: `);
     expect(err.message).toContain(message);
+  });
+
+  it("micro-batching of checks: off when absent, defaults 64 checks and 500 µs", () => {
+    const url = "redis://127.0.0.1:6379";
+    expect(parseRegionConfig({ ...good(), redis: { url } }, { file: "f.json" }).redis.batch).toBeUndefined();
+    const on = parseRegionConfig({ ...good(), redis: { url, batch: {} } }, { file: "f.json" });
+    expect(on.redis.batch).toEqual({ maxChecks: 64, maxWaitUs: 500 });
   });
 
   it("accepts a leased duration up to D, and any while leased mode is off", () => {

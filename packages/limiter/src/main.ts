@@ -134,6 +134,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
       ...(config.redis.durableAdmissions
         ? { durability: { replicas: config.redis.replicas, timeoutMs: config.redis.timeoutMs } }
         : {}),
+      ...(config.redis.batch !== undefined ? { batch: config.redis.batch } : {}),
     });
     const w = watcher;
     if (w !== undefined) store = refuseWhileDrifting(store, () => w.drifting());

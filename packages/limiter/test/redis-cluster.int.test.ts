@@ -106,6 +106,32 @@ describe("Redis Cluster", () => {
     ).rejects.toBeInstanceOf(RedisStoreError);
   });
 
+  it("micro-batched checks: a batch per shard (one slot), so checks on every node are decided in arrival order", async () => {
+    const redis = eu!.client;
+    await initFreshRegion(redis); // idempotent: the first test may have run it
+    const store = createRedisStore({
+      redis,
+      region: "eu",
+      timing: TIMING,
+      batch: { maxChecks: 64, maxWaitUs: 1000 },
+    });
+    // Two keys of one shard per node (same tenant, two resources), three checks each, issued together.
+    const keys = policiesOnEveryNode(redis).flatMap((p) => [p, { ...p, resource: "second" }]);
+    const calls = keys.flatMap((p) => [0, 1, 2].map(() => ({ p, d: store.check(p, 1) })));
+    const settled = await Promise.allSettled(calls.map((c) => c.d));
+    expect(settled.map((r) => r.status)).toEqual(calls.map(() => "fulfilled"));
+    const got = settled.map(
+      (r) => (r as PromiseFulfilledResult<{ allowed: boolean; remaining: number }>).value,
+    );
+    expect(got.map((d) => [d.allowed, Math.floor(d.remaining)])).toEqual(
+      keys.flatMap(() => [
+        [true, 99],
+        [true, 98],
+        [true, 97],
+      ]),
+    );
+  });
+
   it("drainDirty returns the changed keys from every node", async () => {
     const redis = eu!.client;
     const store = createRedisStore({ redis, region: "eu", timing: TIMING });

@@ -82,6 +82,7 @@ export type {
   RegionInitReply,
   ScriptReplies,
 } from "./replies.js";
+export { assertBatching, type CheckBatching, MAX_BATCH_CHECKS, MAX_BATCH_WAIT_US } from "./batch.js";
 export { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
 export {
   createRedisStore,

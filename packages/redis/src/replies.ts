@@ -137,6 +137,8 @@ export interface ScriptReplies {
   readonly check: CheckReply;
   readonly refund: RefundReply;
   readonly checkCompound: CompoundReply;
+  /** check_batch.lua: each item's check.lua reply, in order. */
+  readonly checkBatch: readonly CheckReply[];
   readonly leaseAcquire: LeaseAcquireReply;
   readonly leaseRelease: LeaseReleaseReply;
   readonly loanGrant: LoanGrantReply;
@@ -168,18 +170,30 @@ function list(v: unknown, what: string): readonly string[] {
   return v.map((m) => str(m, what));
 }
 
+/** check.lua's 7 values at `off` (check_batch.lua: item i at 7i). One literal: the hot path's reply. */
+function checkAt(r: readonly unknown[], off: number): CheckReply {
+  return {
+    allowed: num(r[off], "allowed") === 1,
+    remaining: num(r[off + 1], "remaining"),
+    share: num(r[off + 2], "share"),
+    leased: num(r[off + 3], "leased"),
+    recovering: num(r[off + 4], "recovering") === 1,
+    resetUs: num(r[off + 6], "resetUs"),
+    nowUs: num(r[off + 5], "now"),
+  };
+}
+
 /** One decoder per script: the reply array (already checked to be an array) → its interface. */
 export const DECODERS: { readonly [N in ScriptName]: (r: readonly unknown[]) => ScriptReplies[N] } = {
-  // Built in one literal (no spread of decision()): the hot path's one reply shape.
-  check: (r) => ({
-    allowed: num(r[0], "allowed") === 1,
-    remaining: num(r[1], "remaining"),
-    share: num(r[2], "share"),
-    leased: num(r[3], "leased"),
-    recovering: num(r[4], "recovering") === 1,
-    resetUs: num(r[6], "resetUs"),
-    nowUs: num(r[5], "now"),
-  }),
+  check: (r) => checkAt(r, 0),
+  checkBatch: (r) => {
+    const items = r.length / 7;
+    if (!Number.isInteger(items))
+      throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `checkBatch: ${r.length} values`);
+    const out = new Array<CheckReply>(items);
+    for (let i = 0; i < items; i++) out[i] = checkAt(r, 7 * i);
+    return out;
+  },
   refund: (r) => ({ status: num(r[0], "status"), nowUs: num(r[5], "now"), decision: decision(r, 0, 6) }),
   checkCompound: (r) => {
     const items = (r.length - 3) / 6;

@@ -96,6 +96,20 @@ export function assemble(body: string, lib: string): string {
   return `${body.slice(0, body.indexOf("\n"))}\n${lib}\n${body}`;
 }
 
+/**
+ * The line of lua/check_batch.lua where check.lua (assembled, library inside) becomes the body of
+ * its per-item function: the batch decides each item with check.lua's own text, never a copy.
+ */
+export const CHECK_MARKER = "-- @check";
+
+/** check_batch.lua: check.lua (with its library) placed at its `-- @check` line; no library of its own. */
+export function assembleBatch(body: string, check: string): string {
+  const lines = body.split("\n");
+  const at = lines.indexOf(CHECK_MARKER);
+  if (at < 0) throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `no ${CHECK_MARKER} line`);
+  return [...lines.slice(0, at), check, ...lines.slice(at + 1)].join("\n");
+}
+
 let cachedSources: Map<ScriptName, string> | undefined;
 
 /** Script texts as sent to Redis (library + script), validated once per process. */
@@ -106,7 +120,12 @@ export function scriptSources(): Map<ScriptName, string> {
   for (const [name, spec] of Object.entries(SCRIPTS) as [ScriptName, ScriptSpec][]) {
     const body = luaSource(spec.file);
     assertSpecMatchesHeader(name, spec, body);
-    out.set(name, assemble(body, lib));
+    out.set(
+      name,
+      body.split("\n").includes(CHECK_MARKER)
+        ? assembleBatch(body, assemble(luaSource(SCRIPTS.check.file), lib))
+        : assemble(body, lib),
+    );
   }
   cachedSources = out;
   return out;
@@ -172,6 +191,29 @@ export class ScriptCaller {
           throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
         return decode(reply);
       },
+    };
+  }
+
+  /**
+   * A caller for an item script (check_batch) whose whole command, `numkeys` first, the caller
+   * builds in one array (the micro-batch's: no spread, no per-call arity check; batch.ts builds
+   * it from heads checked once).
+   */
+  prepareItems<N extends ScriptName>(
+    name: N,
+  ): (command: readonly (string | number)[]) => Promise<ScriptReplies[N]> {
+    const spec: ScriptSpec = SCRIPTS[name];
+    const fn = (this.redis as unknown as Record<string, ScriptFn>)[COMMAND_PREFIX + name];
+    if (fn === undefined || spec.itemKeys === undefined) {
+      throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name}: not an item script`);
+    }
+    const redis = this.redis;
+    const decode = DECODERS[name];
+    return async (command) => {
+      const reply = await fn.apply(redis, command as (string | number)[]);
+      if (!Array.isArray(reply))
+        throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
+      return decode(reply);
     };
   }
 

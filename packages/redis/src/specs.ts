@@ -58,6 +58,13 @@ export const SCRIPTS = {
     itemArgv: [...POLICY_ARGV, "cost"],
     itemTail: "need",
   },
+  checkBatch: {
+    file: "check_batch.lua",
+    keys: [],
+    argv: ["region", "itemCount"],
+    itemKeys: KEY_SCRIPT_KEYS,
+    itemArgv: [...POLICY_ARGV, "cost"],
+  },
   leaseAcquire: {
     ...keyScript("lease_acquire.lua", ["leaseId", "tokens", "durationUs", "releaseCount"]),
     variadicArgv: true,

@@ -24,6 +24,7 @@ import { assertName, isCluster, type RedisClient, refundedReceiptsKey } from "./
 import type { DecisionReply, InspectReply } from "./replies.js";
 import { type Certifier, createCertifier, type Ticket } from "./certificate.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
+import { type CheckBatching, createCheckBatcher } from "./batch.js";
 
 export interface RedisStoreOptions {
   /** The region's Redis or Redis Cluster (this store never closes it unless `ownsConnection`). */
@@ -56,6 +57,13 @@ export interface RedisStoreOptions {
    * to the replication lag plus `redis.primaryCheckMs` of admissions).
    */
   readonly durability?: { readonly replicas: number; readonly timeoutMs: number };
+  /**
+   * Micro-batching of `check` (batch.ts): concurrent checks go to Redis as one
+   * lua/check_batch.lua call per connection (per shard on a Redis Cluster), sent when
+   * `maxChecks` wait or `maxWaitUs` after the first; each decision is check.lua's, in arrival
+   * order, and durability holds per batch. Absent: one call per check.
+   */
+  readonly batch?: CheckBatching;
 }
 
 /** The call's write was not acknowledged by every replica (DESIGN §4, durable admissions). */
@@ -225,6 +233,23 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     return toDecision(policy, r, r.nowUs, cost);
   };
 
+  const batcher =
+    options.batch === undefined
+      ? undefined
+      : createCheckBatcher<StoreDecision>(options.batch, {
+          region,
+          args,
+          cluster,
+          call: scripts.prepareItems("checkBatch"),
+          decide: (policy, r, cost) => toDecision(policy, r, r.nowUs, cost),
+          ...(gate === undefined
+            ? {}
+            : {
+                issue: (shard: number) => gate.issue(shard),
+                settle: (ticket: unknown) => gate.settle("check", ticket as Ticket),
+              }),
+        });
+
   const renew = async (
     policy: KeyPolicy,
     releases: readonly LeaseReport[],
@@ -274,7 +299,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
 
   return {
     region,
-    check: checkOne,
+    check: batcher === undefined ? checkOne : batcher.check,
     async refund(policy, cost, receipt) {
       assertCost(cost);
       const { id, admittedUs, expiresUs } = receipt;
@@ -381,6 +406,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     },
 
     async close() {
+      batcher?.flushAll();
       if (options.ownsConnection) await redis.quit();
     },
   };
