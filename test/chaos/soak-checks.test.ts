@@ -73,6 +73,14 @@ describe("soak plan", () => {
             expect(a.endFrac < b.startFrac || b.endFrac < a.startFrac).toBe(true);
     }
   });
+  it("leaves out a skipped kind (clock steps without libfaketime) and is still fixed by the seed", () => {
+    const skip = ["clock-step"] as const;
+    expect(planSoak(5, 1_800_000, ctx, { skip })).toEqual(planSoak(5, 1_800_000, ctx, { skip }));
+    expect(planSoak(5, 1_800_000, ctx).scenario.faults.some((f) => f.kind === "clock-step")).toBe(true);
+    expect(planSoak(5, 1_800_000, ctx, { skip }).scenario.faults.some((f) => f.kind === "clock-step")).toBe(
+      false,
+    );
+  });
   it("plants exactly one unsafe fault in the control only", () => {
     expect(planSoak(5, 60_000, ctx).scenario.faults.some((f) => f.kind === "policy-raise-unseen")).toBe(
       false,

@@ -4,7 +4,9 @@
 // different proxies never remove each other's toxics.
 import { readFileSync } from "node:fs";
 import type { Cluster } from "../cluster/orchestrator.js";
+import { redisLaunchOf, setClockOffset } from "./clock.js";
 import { CHAOS_RESOURCE } from "./cluster.js";
+import { type FailedOver, failOver } from "./failover.js";
 import { flushRegion } from "../demo/faults.js";
 import type { Rng } from "./rng.js";
 import { gossipProxiesOf, linkOf, redisProxyName } from "../cluster/ids.js";
@@ -27,14 +29,17 @@ export const FAULT_KINDS = [
 ] as const;
 /**
  * The soak's catalogue: every scenario fault plus a latency spike, a Redis
- * restart that keeps its state, and a policy change (new static weights; C
- * and r unchanged, so the fixed-limit oracle stays exact across it).
+ * restart that keeps its state, a policy change (new static weights; C
+ * and r unchanged, so the fixed-limit oracle stays exact across it) and a
+ * step of a region's Redis clock by more than 2ε (needs libfaketime: clock.ts).
  */
 export const SOAK_FAULT_KINDS = [
   ...FAULT_KINDS,
   "latency-spike",
   "redis-restart-state",
   "policy-change",
+  "clock-step",
+  "failover",
 ] as const;
 /**
  * Deliberately unsafe, for the soak's control only: C and r raised tenfold
@@ -67,6 +72,9 @@ export const FAULT_CLASS: Readonly<Record<FaultKind, FaultClass>> = {
   "redis-restart-state": "redis",
   "policy-change": "redis",
   "policy-raise-unseen": "redis",
+  // The Redis server's own clock: never during a restart of that Redis.
+  "clock-step": "redis",
+  failover: "redis",
 };
 
 export interface Fault {
@@ -292,6 +300,30 @@ export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
         inject: () => proposeChaosPolicy(cluster, region, { scale: 10 }),
         heal: async () => {},
       };
+    case "clock-step": {
+      // More than 2ε (ε = 250 ms), forward or back; healed by stepping back to +0.
+      const stepMs = (rng.next() < 0.5 ? -1 : 1) * rng.int(600, 1500);
+      return {
+        kind,
+        label: `${region}'s Redis clock stepped ${stepMs > 0 ? "+" : ""}${stepMs} ms (libfaketime), stepped back later`,
+        inject: async () => setClockOffset(cluster, region, stepMs),
+        heal: async () => setClockOffset(cluster, region, 0),
+      };
+    }
+    case "failover": {
+      const r = regionOf(cluster, region);
+      let done: FailedOver | undefined;
+      return {
+        kind,
+        label: `${region}'s Redis failed over to a replica behind its one address, failed back later`,
+        inject: async () => {
+          done = await failOver(api(cluster), region, r.redisServer, redisLaunchOf(cluster, region));
+        },
+        heal: async () => {
+          await done?.failBack();
+        },
+      };
+    }
     case "daemon-kill": {
       // Down between inject and heal, then a new daemon on the same config.
       regionOf(cluster, region); // fails early on an unknown region

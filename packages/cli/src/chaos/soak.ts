@@ -8,9 +8,11 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadPolicies, lookupPolicy } from "@geoquota/config";
+import { regionIds } from "../cluster/ids.js";
 import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
 import { fmtBound } from "../demo/summary.js";
 import type { Writer } from "../demo/types.js";
+import { type ClockFiles, clockFiles, clockStepsUnavailable, registerClockFiles } from "./clock.js";
 import { CHAOS_RESOURCE, chaosClusterOptions, chaosTopology, prepareCluster } from "./cluster.js";
 import { scenarioLines } from "./report.js";
 import { checkFlat, type FlatVerdict, ResourceSampler, type ResourceSeries } from "./resources.js";
@@ -37,6 +39,8 @@ export interface SoakReport {
   readonly wallMs: number;
   readonly ok: boolean;
   readonly failures: readonly string[];
+  /** Catalogue kinds this run left out, each with why (clock steps without libfaketime). */
+  readonly skipped: readonly string[];
   readonly phases: readonly SoakPhase[];
   readonly scenario: ScenarioResult;
   readonly resources: {
@@ -59,9 +63,27 @@ export async function runSoak(o: SoakOptions): Promise<{ exitCode: number; repor
   const replay = `geoquota chaos --soak ${Math.round(o.durationMs / 1000)}s --seed ${o.seed}`;
   w(`soak seed ${o.seed} (replay: ${replay})\n`);
   w("starting a local cluster (3 regions, gossip and Redis links behind Toxiproxy)…\n");
+  const noClock = clockStepsUnavailable();
+  const skipped = noClock === undefined ? [] : [`clock-step: ${noClock}`];
+  if (noClock !== undefined) w(`soak: SKIPPING clock steps: ${noClock}\n`);
+  else w("soak: every region's redis-server under libfaketime (clock steps on)\n");
+  const clock: ClockFiles | undefined =
+    noClock === undefined ? clockFiles(regionIds(topology.regions)) : undefined;
   const startedAt = new Date().toISOString();
   const t0 = performance.now();
-  const cluster = await o.startCluster(chaosClusterOptions(topology));
+  let cluster: Cluster;
+  try {
+    cluster = await o.startCluster({
+      ...chaosClusterOptions(topology),
+      // Failovers move the limiter's and the daemon's Redis address together.
+      daemonRedisProxy: true,
+      ...(clock ? { redis: clock.redis } : {}),
+    });
+  } catch (err) {
+    clock?.remove();
+    throw err;
+  }
+  if (clock) registerClockFiles(cluster, clock.files);
   let scenario: ScenarioResult;
   let resources: ResourceSampler;
   let phases: readonly SoakPhase[];
@@ -76,7 +98,7 @@ export async function runSoak(o: SoakOptions): Promise<{ exitCode: number; repor
       o.seed,
       o.durationMs,
       { regionIds: ids, leasedRegion: topology.leasedRegion },
-      { unsafe: o.unsafe === true },
+      { unsafe: o.unsafe === true, skip: noClock === undefined ? [] : ["clock-step"] },
     );
     phases = plan.phases;
     w(
@@ -113,6 +135,7 @@ export async function runSoak(o: SoakOptions): Promise<{ exitCode: number; repor
     }
   } finally {
     await cluster.stop();
+    clock?.remove();
   }
   // Judged over the traffic's span: from the start to the end of the planned run.
   const endMs = startMs + Math.min(o.durationMs, elapsed() - startMs);
@@ -133,6 +156,7 @@ export async function runSoak(o: SoakOptions): Promise<{ exitCode: number; repor
     wallMs: Math.round(elapsed()),
     ok,
     failures,
+    skipped,
     phases,
     scenario,
     resources: {
@@ -175,6 +199,7 @@ export function soakMarkdown(r: SoakReport): string {
     `- **Σ shares**: max ${s.shares.maxSumPpm} ppm over ${s.shares.groupsChecked} sample groups (hottest share ${s.shares.maxRegionSharePpm} ppm)`,
     `- **Requests**: ${s.requests.sent} sent, ${s.requests.answered} answered, ${s.requests.errors} unanswered, ${s.requests.shed} shed`,
     `- **Faults**: ${s.faults.length}; **hot region moves**: ${r.phases.length - 1}`,
+    ...r.skipped.map((k) => `- **Skipped kind**: ${k}`),
     "",
   ];
   if (r.failures.length > 0) lines.push("## Failures", "", ...r.failures.map((f) => `- ${f}`), "");

@@ -50,3 +50,8 @@ export function linkOf(x: string, y: string): { proxy: string; streamFromX: "ups
 export function redisProxyName(id: string): string {
   return `redis_${id}`;
 }
+
+/** The proxy between region id's gossip daemon and its Redis (ClusterOptions.daemonRedisProxy). */
+export function daemonRedisProxyName(id: string): string {
+  return `redisd_${id}`;
+}

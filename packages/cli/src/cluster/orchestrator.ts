@@ -37,7 +37,14 @@ import {
   waitFor,
 } from "@geoquota/procs";
 import { type ClusterLogs, clusterLogs, type LogSink } from "./logs.js";
-import { dialPairs, gossipProxiesOf, gossipProxyName, redisProxyName, regionIds } from "./ids.js";
+import {
+  daemonRedisProxyName,
+  dialPairs,
+  gossipProxiesOf,
+  gossipProxyName,
+  redisProxyName,
+  regionIds,
+} from "./ids.js";
 import { setProxiesEnabled } from "./proxies.js";
 import { type Listeners, READY_IPC_ENV, readySignal, sendPeers } from "./ready.js";
 
@@ -54,6 +61,13 @@ export interface ClusterOptions {
   env?: Record<string, string>;
   /** Per-region redis-server binary and environment, by region id (a clock-fault test's libfaketime). */
   redis?: Record<string, Pick<StartRedisOptions, "binary" | "env">>;
+  /**
+   * With toxiproxy: the daemon reaches its Redis through a proxy of its own
+   * (`redisd_<id>`, beside the limiter's `redis_<id>`) instead of directly, so
+   * a failover can move both links to a promoted replica, as one address (a
+   * VIP, a DNS name) moves in production. Default off: the daemon's link is direct.
+   */
+  daemonRedisProxy?: boolean;
   /**
    * A directory for one log file per process (`<region>-redis.log`,
    * `<region>-limiter.log`, `<region>-gossip.log`; created, kept after stop).
@@ -253,12 +267,19 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     // Redis proxies first: a limiter's config names its Redis. The gossip
     // proxies need the daemons' real addresses, so they come after them.
     const redisTarget = new Map<string, string>();
+    const daemonRedisTarget = new Map<string, string>();
     if (toxi) {
       for (const [i, id] of ids.entries()) {
         const name = redisProxyName(id);
         const { listen } = await toxi.proxy(name, `127.0.0.1:${redis[i]!.port}`);
         redisTarget.set(id, `redis://${listen}`);
         proxies.push(name);
+        if (options.daemonRedisProxy === true) {
+          const dname = daemonRedisProxyName(id);
+          const d = await toxi.proxy(dname, `127.0.0.1:${redis[i]!.port}`);
+          daemonRedisTarget.set(id, `redis://${d.listen}`);
+          proxies.push(dname);
+        }
       }
     }
     const addresses = new Map<string, Addresses>(
@@ -296,8 +317,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
           // explicitly (the config requires TLS otherwise). Overrides that
           // configure gossip.tls turn this off below.
           plaintext: true,
-          // The limiter's Redis link may be proxied (and cut); the daemon's is direct.
-          ...(redisTarget.has(id) ? { redisUrl: redis[i]!.url } : {}),
+          // The limiter's Redis link may be proxied (and cut); the daemon's is
+          // direct, or behind a proxy of its own (daemonRedisProxy).
+          ...(redisTarget.has(id) ? { redisUrl: daemonRedisTarget.get(id) ?? redis[i]!.url } : {}),
         },
         sharedSecret: "local-cluster-secret",
         adminToken: "local-cluster-admin",
