@@ -73,6 +73,24 @@ describe("soak plan", () => {
             expect(a.endFrac < b.startFrac || b.endFrac < a.startFrac).toBe(true);
     }
   });
+  it("never lets a daemon fault overlap a failover (a daemon restarted beside the failover's replica refuses to start)", () => {
+    let pairs = 0;
+    for (let seed = 0; seed < 50; seed++) {
+      const faults = planSoak(seed, 1_800_000, ctx).scenario.faults;
+      const failovers = faults.filter((f) => f.kind === "failover");
+      const daemons = faults.filter((f) => FAULT_CLASS[f.kind] === "daemon");
+      for (const a of failovers)
+        for (const b of daemons) {
+          pairs++;
+          expect(
+            a.endFrac < b.startFrac || b.endFrac < a.startFrac,
+            `seed ${seed}: ${a.kind} and ${b.kind}`,
+          ).toBe(true);
+        }
+    }
+    expect(pairs).toBeGreaterThan(100);
+  });
+
   it("leaves out a skipped kind (clock steps without libfaketime) and is still fixed by the seed", () => {
     const skip = ["clock-step"] as const;
     expect(planSoak(5, 1_800_000, ctx, { skip })).toEqual(planSoak(5, 1_800_000, ctx, { skip }));

@@ -70,8 +70,15 @@ export function planSoak(
     });
     firstFaultMs = t + 15_000;
   }
+  // A failover and a daemon fault never overlap: a daemon restarted while the
+  // failover's replica is attached finds a replica its config does not declare
+  // and rightly refuses to start (GQ_ERR_REDIS_SETUP), which left a region down
+  // for the rest of the 30-minute soak of 2 December (docs/soak-30m.md).
+  let failoverUntil = 0;
+  const clash = (k: FaultKind, t: number) =>
+    (FAULT_CLASS[k] === "daemon" && t < failoverUntil) || (k === "failover" && t < busyUntil.daemon);
   for (let t = firstFaultMs; t < lastEnd - 2000; t += rng.int(1500, 5000)) {
-    const free = kinds.filter((k) => busyUntil[FAULT_CLASS[k]] <= t);
+    const free = kinds.filter((k) => busyUntil[FAULT_CLASS[k]] <= t && !clash(k, t));
     if (free.length === 0) continue;
     const kind: FaultKind = rng.pick(free);
     const end = INSTANT_FAULTS.has(kind) ? t : Math.min(lastEnd, t + rng.int(2000, 12_000));
@@ -81,6 +88,7 @@ export function planSoak(
     // The next fault of a class starts after this one's heal settled: a
     // restart (a daemon, a Redis) takes seconds on a loaded machine.
     busyUntil[FAULT_CLASS[kind]] = end + (FAULT_CLASS[kind] === "gossip" ? 1000 : 6000);
+    if (kind === "failover") failoverUntil = busyUntil.redis;
   }
   faults.sort((a, b) => a.startFrac - b.startFrac);
   return {
