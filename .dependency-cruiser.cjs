@@ -7,7 +7,7 @@
 // `pathNot` on the rule it breaks and remove it when the departure is fixed.
 
 /** Workspace packages that import no other workspace package (the ground floor). */
-const LEAF_PACKAGES = ["crdt", "sim", "lease", "procs", "rollout"];
+const LEAF_PACKAGES = ["crdt", "sim", "core", "procs", "rollout"];
 
 const ourPackage = (names) => `^(packages/(${names.join("|")})/|@geoquota/(${names.join("|")})$)`;
 
@@ -25,7 +25,7 @@ module.exports = {
       name: "leaf-packages-import-nothing-of-ours",
       severity: "error",
       comment:
-        "crdt (pure data and functions), sim (PRNG, clock, network, the G1 oracle), lease (the ground floor: shared vocabulary and the pure model), procs (process spawners) and rollout (replicated policy versions and their Redis keys) import no other workspace package.",
+        "crdt (pure data and functions), sim (PRNG, clock, network, the G1 oracle), core (the ground floor: shared vocabulary and the pure model), procs (process spawners) and rollout (replicated policy versions and their Redis keys) import no other workspace package.",
       from: { path: `^packages/(${LEAF_PACKAGES.join("|")})/src/` },
       to: { path: "^(packages/([^/]+)/|@geoquota/)", pathNot: ["^packages/$1/"] },
     },
@@ -33,29 +33,29 @@ module.exports = {
       name: "config-imports-only-the-ground-floor",
       severity: "error",
       comment:
-        "config (schemas) imports only the ground floor (@geoquota/lease: algorithms, policy shape, share units, quota key).",
+        "config (schemas) imports only the ground floor (@geoquota/core: algorithms, policy shape, share units, quota key).",
       from: { path: "^packages/config/src/" },
       to: {
         path: "^(packages/([^/]+)/|@geoquota/)",
-        pathNot: ["^packages/(config|lease)/", "^@geoquota/lease$"],
+        pathNot: ["^packages/(config|core)/", "^@geoquota/core$"],
       },
     },
     {
       name: "redis-imports-only-the-ground-floor",
       comment:
-        "redis (the Lua loader, script bindings, connectRedis, the RegionStore and the daemon's Redis functions) imports only the ground floor (@geoquota/lease: the vocabulary and the store interface).",
+        "redis (the Lua loader, script bindings, connectRedis, the RegionStore and the daemon's Redis functions) imports only the ground floor (@geoquota/core: the vocabulary and the store interface).",
       severity: "error",
       from: { path: "^packages/redis/src/" },
       to: {
         path: "^(packages/([^/]+)/|@geoquota/)",
-        pathNot: ["^packages/(redis|lease)/", "^@geoquota/lease$"],
+        pathNot: ["^packages/(redis|core)/", "^@geoquota/core$"],
       },
     },
     {
       name: "limiter-engine-knows-no-redis",
       severity: "error",
       comment:
-        "The limiter's engine (limiter, guarded store, breaker, fail modes, lease pool, leased client) runs on the store interface of @geoquota/lease: it never imports @geoquota/redis (nor its error type). main.ts, the index and the app wiring may.",
+        "The limiter's engine (limiter, guarded store, breaker, fail modes, lease pool, leased client) runs on the store interface of @geoquota/core: it never imports @geoquota/redis (nor its error type). main.ts, the index and the app wiring may.",
       from: {
         path: "^packages/limiter/src/(limiter|guarded-store|breaker|fail-open|lease-pool|leased-client|errors|types)\\.ts$",
       },
@@ -76,7 +76,7 @@ module.exports = {
       name: "limiter-layer",
       severity: "error",
       comment:
-        "The limiter imports config, crdt, lease, redis and rollout only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
+        "The limiter imports config, core, crdt, redis and rollout only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
       from: { path: "^packages/limiter/src/" },
       to: { path: ourPackage(["gossip", "stream", "cli", "bench", "sim", "testkit"]) },
     },
@@ -91,7 +91,7 @@ module.exports = {
       name: "stream-layer",
       severity: "error",
       comment:
-        "The stream package imports config, lease and limiter: never gossip, the CLI or the bench, nor Redis directly (its Redis is the limiter's store).",
+        "The stream package imports config, core and limiter: never gossip, the CLI or the bench, nor Redis directly (its Redis is the limiter's store).",
       from: { path: "^packages/stream/src/" },
       to: { path: ourPackage(["gossip", "cli", "bench", "redis"]) },
     },

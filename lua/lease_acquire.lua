@@ -1,7 +1,7 @@
 -- lease_acquire.lua: hands up to `tokens` whole tokens of a token bucket to an in-process client,
 -- after releasing the leases it lists (the client's finished leases ride along with its next
 -- acquire: one round-trip instead of two). The effect is exactly lease_release.lua for each listed
--- lease, in order, then the acquire, all at one TIME (packages/lease renewLease). `tokens` may be 0
+-- lease, in order, then the acquire, all at one TIME (packages/core renewLease). `tokens` may be 0
 -- (release only). The leased tokens stay counted against the capacity (tokens + outstanding ≤
 -- capacity) until released or expired; an expired lease counts as used (DESIGN §7, trap 5).
 -- The granted duration is capped at D and at the first instant where the share schedule would no

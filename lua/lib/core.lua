@@ -4,7 +4,7 @@
 -- in a fixed order and inserts into every script; not a script on its own.
 -- Each file may use only what the files before it (and itself, above) define.
 --
--- The library mirrors @geoquota/lease operation for operation: same formulas, same
+-- The library mirrors @geoquota/core operation for operation: same formulas, same
 -- order of floating-point operations, so a script and the model fed the same
 -- TIME produce the same doubles. Numbers are written with %.17g (exact round
 -- trip); Lua's tostring would keep only 14 digits.
@@ -49,7 +49,7 @@ end
 -- Policy of one key, 11 values from ARGV[off+1]:
 -- algorithm, C, r, window µs, base ppm, floor ppm, policy version, ε µs, D µs, ttl ms, dirty member.
 -- The policy version (the bucket fingerprint `pv`) ends in ':L' when leased mode is configured for
--- this token bucket (@geoquota/lease bucketVersion): then recovery holds the share at 0 until
+-- this token bucket (@geoquota/core bucketVersion): then recovery holds the share at 0 until
 -- born + D + ε (DESIGN §4).
 local function read_policy(a, off)
   return {

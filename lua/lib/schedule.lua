@@ -39,7 +39,7 @@ local function schedule_points(book, leases, P, rend, hold)
   return pts
 end
 
--- Process leases pin share (DESIGN §3, @geoquota/lease pins.ts): with the records as they stand,
+-- Process leases pin share (DESIGN §3, @geoquota/core pins.ts): with the records as they stand,
 -- at now and at every change point before the last lease expiry, outstanding(t) ≤ C·s(t)/U.
 local function pins_hold(book, leases, P, rend, hold, now)
   local maxe = nil

@@ -1,6 +1,6 @@
 import { z } from "zod";
 
-export { SHARE_UNITS } from "@geoquota/lease";
+export { SHARE_UNITS } from "@geoquota/core";
 
 /** Same charset as keys and field names in Redis (docs/internals.md). */
 export const ID_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;

@@ -15,7 +15,7 @@ export {
   type LimitSpec,
   parseQuotaKey,
   quotaKey,
-} from "@geoquota/lease";
+} from "@geoquota/core";
 export {
   ACCESS_LIST_MAX,
   type Access,

@@ -1,6 +1,6 @@
 // Policies file `regions/policies.json`: limits per (tenant, resource), with a
 // per-resource default (tenant "*") and a global default for everything else.
-import { ALGORITHMS, type Algorithm, type KeyPolicy, parseQuotaKey, quotaKey } from "@geoquota/lease";
+import { ALGORITHMS, type Algorithm, type KeyPolicy, parseQuotaKey, quotaKey } from "@geoquota/core";
 import { z } from "zod";
 import { ID_MESSAGE, ID_PATTERN, SHARE_UNITS } from "./common.js";
 import { ConfigError, issuesOf } from "./errors.js";

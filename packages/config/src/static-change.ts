@@ -7,7 +7,7 @@
 // one bucket while its daemon lends from the file's (measured: 152 admitted
 // against a bound of 109.8). Lists (allow, deny) and shadow mode size no slice
 // and stay changeable.
-import { quotaKey } from "@geoquota/lease";
+import { quotaKey } from "@geoquota/core";
 import { baseShares, lookupPolicy, type PolicySet, type PolicySpec } from "./policies.js";
 
 export interface StaticChange {

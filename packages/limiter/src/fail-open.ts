@@ -6,7 +6,7 @@
 // region: P·r·b/U·T beyond G1. Reported in responses as `failOpenBound`.
 import type { MonotonicClock } from "./clock.js";
 import { type KeyPolicy, SHARE_UNITS } from "./types.js";
-import { MemoryBucket, quotaKey } from "@geoquota/lease";
+import { MemoryBucket, quotaKey } from "@geoquota/core";
 
 export interface FailOpenBound {
   /** This process's extra admissions are at most refillPerSecond × outage seconds. */

@@ -2,7 +2,7 @@
 // path and its fail-closed-to-leases mode both go through this pool.
 import { LeasedClient, type LeasedClientOptions } from "./leased-client.js";
 import type { KeyPolicy, RegionStore } from "./types.js";
-import { quotaKey } from "@geoquota/lease";
+import { quotaKey } from "@geoquota/core";
 
 export interface LeasePoolOptions extends LeasedClientOptions {
   readonly maxKeys: number;

@@ -1,6 +1,6 @@
 // The limiter's core types: what a decision needs (a key's policy and this
 // region's place in it) and what comes back. They are defined once, in the
-// ground floor (@geoquota/lease: the shared vocabulary and the store
+// ground floor (@geoquota/core: the shared vocabulary and the store
 // interface, src/store.ts); @geoquota/redis implements `RegionStore`; the HTTP
 // service, the Fastify plugin, the leased in-process client and the gossip
 // daemon use only these types.
@@ -22,4 +22,4 @@ export {
   SHARE_UNITS,
   StoreMisuseError,
   type Timing as LeaseTiming,
-} from "@geoquota/lease";
+} from "@geoquota/core";

@@ -1,4 +1,4 @@
-// Differential test of every Lua script against the pure model (@geoquota/lease).
+// Differential test of every Lua script against the pure model (@geoquota/core).
 // Two regions, each with its own real redis-server, run random operation
 // sequences: checks (every algorithm, compound), refunds (of real admissions,
 // early and late: after the bucket refilled, across share changes and windows;
@@ -21,7 +21,7 @@
 // message names GQ_DIFF_SEED and GQ_DIFF_PATH (the same operations; the Redis
 // TIME readings are new). GQ_DIFF_RUNS sets the sequences per rate algorithm.
 import { mkdirSync, writeFileSync } from "node:fs";
-import * as lease from "@geoquota/lease";
+import * as lease from "@geoquota/core";
 import { type RedisServer, startRedisServers } from "@geoquota/testkit";
 import fc from "fast-check";
 import type { Redis } from "ioredis";

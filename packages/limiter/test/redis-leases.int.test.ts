@@ -1,6 +1,6 @@
 // In-process leases stay counted against the bucket's capacity (DESIGN §7, trap 5).
 import { expect, it } from "vitest";
-import * as lease from "@geoquota/lease";
+import * as lease from "@geoquota/core";
 import { keyLimit } from "@geoquota/redis";
 import { shardOf } from "@geoquota/redis";
 import { freshRegionPerFile, policy, sleep, TIMING } from "./redis-helpers.js";

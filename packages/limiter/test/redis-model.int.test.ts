@@ -1,8 +1,8 @@
 // Every algorithm's decisions on real Redis equal the pure model of
-// @geoquota/lease fed the same times: the scripts return the TIME they used,
+// @geoquota/core fed the same times: the scripts return the TIME they used,
 // and the model replays each call at that instant. Equality is exact (same
 // doubles): the Lua mirrors the model's arithmetic operation for operation.
-import * as lease from "@geoquota/lease";
+import * as lease from "@geoquota/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { keyLimit } from "@geoquota/redis";

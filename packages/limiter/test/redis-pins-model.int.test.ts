@@ -1,9 +1,9 @@
 // The scripts changed for issue 12 (loan grant and return with pinned share,
 // lease acquire capped by the schedule, recovery with leased mode, a restarted
-// bucket stored on a denial) equal the @geoquota/lease model bit for bit:
+// bucket stored on a denial) equal the @geoquota/core model bit for bit:
 // random operation sequences over two regions on two redis-servers, each
 // call replayed in the model at the TIME its script used.
-import * as lease from "@geoquota/lease";
+import * as lease from "@geoquota/core";
 import { type RedisServer, startRedisServers } from "@geoquota/testkit";
 import fc from "fast-check";
 import type { Redis } from "ioredis";

@@ -1,6 +1,6 @@
 // Builds the per-key KEYS and the policy part of ARGV shared by every per-key
 // script (lua/lib/core.lua read_policy), cached per policy object.
-import { bucketVersion, type KeyLimit, type KeyPolicy, type Timing } from "@geoquota/lease";
+import { bucketVersion, type KeyLimit, type KeyPolicy, type Timing } from "@geoquota/core";
 import { RedisStoreError } from "./errors.js";
 import { assertName, dirtyKey, dirtyMember, drainGenKey, keyNames, markerKey, shardOf } from "./keys.js";
 

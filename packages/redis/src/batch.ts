@@ -14,7 +14,7 @@
 // that fails fails every admitted decision of the batch (NotDurableError; the
 // denials are answered, as a single denial is). A script or Redis error fails
 // every decision of the batch with that error, as it would fail a single check.
-import type { KeyPolicy } from "@geoquota/lease";
+import type { KeyPolicy } from "@geoquota/core";
 import { type KeyArgs, assertCost } from "./args.js";
 import { RedisStoreError } from "./errors.js";
 import type { CheckReply } from "./replies.js";

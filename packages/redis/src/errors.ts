@@ -1,8 +1,8 @@
 // Error catalog of the Redis store. Expected outcomes (denials, refused
 // grants) are values; these are thrown only on misuse or on a broken install.
-// At the package boundary each is a `StoreMisuseError` (@geoquota/lease), the
+// At the package boundary each is a `StoreMisuseError` (@geoquota/core), the
 // store interface's error type: the limiter engine knows only that one.
-import { StoreMisuseError } from "@geoquota/lease";
+import { StoreMisuseError } from "@geoquota/core";
 
 export const RedisStoreErrors = {
   GQ_ERR_SCRIPT_HEADER:

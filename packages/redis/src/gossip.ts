@@ -4,7 +4,7 @@
 // src/daemon/redis-port.ts) translates these into its CRDT records; nothing
 // else in the daemon touches the keys.
 import type { Redis } from "ioredis";
-import type { KeyPolicy, Timing, LoanRecord } from "@geoquota/lease";
+import type { KeyPolicy, Timing, LoanRecord } from "@geoquota/core";
 import { type KeyArgs, keyArgsBuilder } from "./args.js";
 import { RedisStoreError } from "./errors.js";
 import {

@@ -106,4 +106,4 @@ export {
   redisConnectPlan,
   waitReady,
 } from "./connect.js";
-export type { LoanRecord } from "@geoquota/lease";
+export type { LoanRecord } from "@geoquota/core";

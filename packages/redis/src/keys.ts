@@ -4,7 +4,7 @@
 // hash to one slot, so every script is Redis-Cluster safe.
 import type { Cluster, Redis } from "ioredis";
 import { RedisStoreError } from "./errors.js";
-import { quotaKey } from "@geoquota/lease";
+import { quotaKey } from "@geoquota/core";
 
 /** A region's Redis: a standalone server (primary) or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;

@@ -16,7 +16,7 @@ import {
   type ResetOutcome,
   SHARE_UNITS,
   type Timing,
-} from "@geoquota/lease";
+} from "@geoquota/core";
 import { assertCost, type KeyArgs, keyArgsBuilder } from "./args.js";
 import { parseLoan } from "./decode.js";
 import { RedisStoreError } from "./errors.js";

@@ -5,7 +5,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { StoreMisuseError } from "@geoquota/lease";
+import { StoreMisuseError } from "@geoquota/core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type RlsRig, rlsRequest, startRig } from "./harness.js";
 

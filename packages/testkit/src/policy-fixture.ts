@@ -1,7 +1,7 @@
 // The KeyPolicy a test builds for one (tenant, resource): a token bucket at
 // the whole base share unless told otherwise. Its type is written out here
 // (the test kit imports no geoquota package but the spawners and the oracle)
-// and is assignable to @geoquota/lease's KeyPolicy.
+// and is assignable to @geoquota/core's KeyPolicy.
 export interface PolicyFixture<A extends string> {
   readonly tenant: string;
   readonly resource: string;

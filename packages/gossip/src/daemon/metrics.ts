@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
-import { SHARE_UNITS } from "@geoquota/lease";
+import { SHARE_UNITS } from "@geoquota/core";
 
 /** The target-share gauge: takes ppm (as the policy computes it), exports a ratio; unconfigured keys are not exported. */
 export interface TargetShareGauge {

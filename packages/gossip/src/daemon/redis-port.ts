@@ -7,7 +7,7 @@
 import type { RegionConfig } from "@geoquota/config";
 import { encodeKey, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import type { KeyPolicy } from "@geoquota/limiter";
-import { loanOutstanding, loanUsable, SHARE_UNITS } from "@geoquota/lease";
+import { loanOutstanding, loanUsable, SHARE_UNITS } from "@geoquota/core";
 import {
   createGossipStore,
   createPrimaryWatcher,

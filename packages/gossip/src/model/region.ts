@@ -1,4 +1,4 @@
-// One region's Redis for the simulation's single key, by the @geoquota/lease
+// One region's Redis for the simulation's single key, by the @geoquota/core
 // reference model (the same arithmetic as the Lua scripts), plus what a real
 // deployment adds around it: an asynchronously replicated copy (the replica a
 // failover promotes, losing the writes it had not received), the replication
@@ -32,7 +32,7 @@ import {
   shareInputs,
   storeBucket,
   type Timing,
-} from "@geoquota/lease";
+} from "@geoquota/core";
 import type { PlantedBugs } from "./types.js";
 
 interface Snapshot {

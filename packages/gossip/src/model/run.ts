@@ -19,7 +19,7 @@
 // after an event that may have resumed it, the run drains the microtask
 // queue before the next event, so a seed replays exactly.
 import { parsePolicies, type PolicySet, resolveEffective } from "@geoquota/config";
-import { capacityOf, isRateAlgorithm, type KeyLimit, type Timing } from "@geoquota/lease";
+import { capacityOf, isRateAlgorithm, type KeyLimit, type Timing } from "@geoquota/core";
 import type { KeyPolicy } from "@geoquota/limiter";
 import { decodeSnapshot, encodeSnapshot, idKey, seedState, snapshotOf } from "@geoquota/rollout";
 import { Rng, SimClock, SimNetwork, WindowOracle } from "@geoquota/sim";

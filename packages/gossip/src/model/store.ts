@@ -6,7 +6,7 @@
 // reported only when durable; readKey reports every `g|`/`r|` field Redis
 // holds. Keep this file in step with redis-port.ts.
 import { KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
-import { type KeyLimit, loanOutstanding, loanUsable, type ReceivedLoan } from "@geoquota/lease";
+import { type KeyLimit, loanOutstanding, loanUsable, type ReceivedLoan } from "@geoquota/core";
 import type { KeyPolicy } from "@geoquota/limiter";
 import { keyLimit } from "@geoquota/redis";
 import { decodeProposal } from "@geoquota/rollout";

@@ -2,7 +2,7 @@
 // Every region computes the same function of (its view of) the same counters,
 // so views that agree give identical targets; views that disagree only make
 // lenders lend more or less than ideal (each lends only its own base).
-import { SHARE_UNITS } from "@geoquota/lease";
+import { SHARE_UNITS } from "@geoquota/core";
 
 /** Share units (ppm): the ground floor's SHARE_UNITS. */
 export const U = SHARE_UNITS;

@@ -1,7 +1,7 @@
 // Inbound frame budget per peer: `burst` tokens, refilled at `ratePerSecond`,
 // one token a frame. The clock is injected (milliseconds, monotonic) so tests
 // can freeze it. The ground floor's MemoryBucket does the counting.
-import { MemoryBucket } from "@geoquota/lease";
+import { MemoryBucket } from "@geoquota/core";
 
 export class TokenBucket {
   private readonly bucket: MemoryBucket;

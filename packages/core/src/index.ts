@@ -1,4 +1,4 @@
-// @geoquota/lease: the pure reference model of a region's quota state (share
+// @geoquota/core: the pure reference model of a region's quota state (share
 // function, piecewise lazy refill, checks, leases, loans, recovery). No I/O:
 // every operation takes the time the Redis script would read from TIME. Also
 // the ground floor's shared vocabulary (types.ts) and the store interface the
