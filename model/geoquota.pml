@@ -232,10 +232,14 @@ inline rEff(i, res) {
   fi
 }
 
-/* The oracle's C and r: the largest that any region has APPLIED (DESIGN §3: a
- * decrease holds once every region applied it, an increase from the first
- * region that grows). P_DECREASE_AT_ONCE: C_new from the issue on. */
-#define OV(i, o, n) (pv[i] == 0 -> (o) : (pv[i] == 1 -> MIN(o, n) : (n)))
+/* The oracle's C and r: the largest that any region has applied, an increase
+ * from the first region that grows, a decrease once the rollout completed:
+ * every region applied it and the wait D + 2 eps after that passed (gw == 1).
+ * Not at the last application: a region in leased-mode recovery applies a
+ * decrease with its clients' leases forgotten (the pin check passes
+ * vacuously), and those leases, granted at the old C, run up to D longer
+ * (found by this model). P_DECREASE_AT_ONCE: C_new from the issue on. */
+#define OV(i, o, n) (pv[i] == 0 -> (o) : (pv[i] == 1 -> (gw == 1 -> MIN(o, n) : (o)) : (n)))
 #if N == 2
 #define OMAX(o, n) MAX(OV(0, o, n), OV(1, o, n))
 #else
