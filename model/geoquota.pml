@@ -788,8 +788,9 @@ inline failover() {
   fd[cI] = PCHK + 1
 }
 
-/* State loss of region cI (marker gone, or a failover seen as a replid
- * change): its Redis state is gone, a new incarnation is born now. */
+/* State loss of region cI (marker gone: a wipe, or a failover modelled as
+ * one): its Redis state is gone, a new incarnation is born now. A failover
+ * that keeps the book is failover() + rotation() (GQ_FAILOVER). */
 inline stateLoss() {
   bex[cI] = 0; tk[cI] = 0; sh[cI] = 0; age[cI] = 0; bx[cI] = 0;
   lg[LI(cI, 0)] = 0; le[LI(cI, 0)] = 0; lg[LI(cI, 1)] = 0; le[LI(cI, 1)] = 0;
