@@ -204,7 +204,7 @@ byte cI; byte cK; byte cU; byte cW;
 hidden int hsd, hs, hb, hk, he, hm, hL, htk, ht, hsh, hC, hcap, hmaxc, hd;
 hidden int hsu0, hsd0, hsu1, hsd1;
 hidden int hcs[AMAX + 1], hrs[AMAX + 1];
-hidden int hi, hsum, hpin, hsh2, hw, ho, hok, hx, hy, hseq, hfree, hz, hj, hR, hexp;
+hidden int hi, hsum, hpin, hsh2, hw, ho, hok, hx, hy, hseq, hfree, hz, hj, hR, hW;
 
 /* ------------------------------------------------------------ share */
 
@@ -430,13 +430,14 @@ inline checkAll() {
     hi++
   :: else -> break
   od;
+  hW = WCAP;   /* the oracle's C now */
   if
-  :: hsum > U || hpin > WCAP * U ->
-    printf("MSC: VIOLATION shares sum %d > %d or pinned sum %d > %d\n", hsum, U, hpin, WCAP * U)
+  :: hsum > U || hpin > hW * U ->
+    printf("MSC: VIOLATION shares sum %d > %d or pinned sum %d > %d\n", hsum, U, hpin, hW * U)
   :: else -> skip
   fi;
   assert(hsum <= U);                                   /* sum of shares in use <= U */
-  assert(hpin <= WCAP * U)                             /* leased + bucket pinned */
+  assert(hpin <= hW * U)                               /* leased + bucket pinned */
 }
 
 /* Admission of c units now: the G1 witness bucket must cover them. */
