@@ -4,7 +4,8 @@
 # larger one).
 #   model/check.sh <workdir> <2|3> [exhaustive|bitstate] [pan options...]
 # The run's slice and planted variant come from the environment (GQ_PLANT,
-# GQ_LEASED, GQ_LOSS, GQ_POLICY, GQ_LOANS, GQ_OFFS, GQ_CNEW: see the model's
+# GQ_LEASED, GQ_LOSS, GQ_POLICY, GQ_LOANS, GQ_OFFS, GQ_CNEW, GQ_COLD, GQ_ROLD, GQ_RNEW,
+# GQ_LCODE, GQ_EXPIRY, GQ_FAILOVER: see the model's
 # header and model/README.md "Runs"). GQ_MODEL_DEFS adds spin -D defines
 # (e.g. "-DEPS=2" for the fine time grain), GQ_MODEL_MEMLIM_MB the memory
 # limit of pan (default 3500: a single run stays under 4 GB on the shared
@@ -58,7 +59,7 @@ fi
 cd "$dir"
 rm -f geoquota.pml.trail
 [ "$#" -gt 0 ] && def=("$@")
-slice="n=$n ${defs[*]+${defs[*]} }plant=${GQ_PLANT:-0} leased=${GQ_LEASED:-2} loans=${GQ_LOANS:-1} loss=${GQ_LOSS:-1} policy=${GQ_POLICY:-1} offs=${GQ_OFFS:-0} cnew=${GQ_CNEW:-1}"
+slice="n=$n ${defs[*]+${defs[*]} }plant=${GQ_PLANT:-0} leased=${GQ_LEASED:-2} loans=${GQ_LOANS:-1} loss=${GQ_LOSS:-1} policy=${GQ_POLICY:-1} offs=${GQ_OFFS:-0} cnew=${GQ_CNEW:-1} cold=${GQ_COLD:-1} rold=${GQ_ROLD:-1} rnew=${GQ_RNEW:-1} lcode=${GQ_LCODE:-0} expiry=${GQ_EXPIRY:-0} failover=${GQ_FAILOVER:-0}"
 started=$(date +%s.%N)
 set +e
 ./pan "${def[@]}" >pan.out 2>&1

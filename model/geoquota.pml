@@ -29,6 +29,17 @@
  *   GQ_OFFS    0 = equal clocks or one region 2 eps ahead, 1 = every offset
  *              in 0..2 eps per region, 2 = equal clocks only
  *   GQ_CNEW    C after the policy change (N = 2: 1 = weights change only, 2)
+ *   GQ_COLD    C before the policy change (N = 2: 1 or 2; 2 with GQ_CNEW=1 is a decrease)
+ *   GQ_ROLD, GQ_RNEW  r before / after the change (tokens per tick at full share: 1 or 2)
+ *   GQ_LCODE   1 = leases as lease_acquire.lua / lease_release.lua have them: up to NL
+ *              leases per region, any number of units, the duration SHORTENED to the
+ *              first instant the schedule stops backing it (not refused), the client
+ *              spends unit by unit until the GRANTED expiry and releases the rest
+ *   GQ_EXPIRY  1 = the bucket key P:b expires by the TTL rules of lib/keep.lua
+ *   GQ_FAILOVER 1 = failovers without the durability wait (admissions answered at
+ *              once: the promoted replica may lack those of the last tick), 2 = with
+ *              it (durable admissions); a failover rotates the marker, book kept,
+ *              detected up to PCHK ticks later
  */
 
 #ifndef N
@@ -42,21 +53,26 @@
 #ifndef D
 #define D     3            /* loan duration = max lease duration, ticks */
 #endif
-#define R     1            /* refill: tokens per tick at full share */
 #define FLOOR 1            /* every region's floor share */
 #define RECLEN (D + 2*EPS) /* recovery length after a state loss */
 #define NS    2            /* staircase entries a lender keeps per borrower */
 #define TB    (AMAX + EPS) /* bias of stored relative instants (0 = none): a
                               lazy bucket looks back AMAX ticks, a margin EPS more */
 #define AMAX  3            /* a lazy bucket is settled at least every AMAX ticks */
+#define NL    2            /* leases per region (GQ_LCODE; else one) */
+#define LI(i, j) ((i) * NL + (j))
+#define PCHK  1            /* redis.primaryCheckMs in ticks: failover detection window */
 
 /* Policy: C tokens and base shares, before and after the one change. */
 #if N == 2
-#define COLD 1
+#define COLD cOld          /* GQ_COLD: 1 or 2 */
 #define CNEW cNew          /* GQ_CNEW: 1 (weights change only) or 2 */
 #define BOLD(i) ((i) == 0 -> 3 : 1)
 #define BNEW(i) ((i) == 0 -> 2 : 2)
 #define PICKR(v, g) if :: g(0) -> v = 0 :: g(1) -> v = 1 fi
+/* a region and one of its leases (and the units asked: 0 = all, 1), one choice */
+#define PICKS(g) if :: g(0, 0) -> cI = 0; cW = 0 :: g(0, 1) -> cI = 0; cW = 1 :: g(1, 0) -> cI = 1; cW = 0 :: g(1, 1) -> cI = 1; cW = 1 fi
+#define PICKL(g) if :: g(0, 0, 0) -> cI = 0; cW = 0; cU = 0 :: g(0, 0, 1) -> cI = 0; cW = 0; cU = 1 :: g(0, 1, 0) -> cI = 0; cW = 1; cU = 0 :: g(0, 1, 1) -> cI = 0; cW = 1; cU = 1 :: g(1, 0, 0) -> cI = 1; cW = 0; cU = 0 :: g(1, 0, 1) -> cI = 1; cW = 0; cU = 1 :: g(1, 1, 0) -> cI = 1; cW = 1; cU = 0 :: g(1, 1, 1) -> cI = 1; cW = 1; cU = 1 fi
 #define PICKP(a, b, g) if :: g(0, 1) -> a = 0; b = 1 :: g(1, 0) -> a = 1; b = 0 fi
 #else
 #define COLD 1
@@ -64,9 +80,13 @@
 #define BOLD(i) ((i) == 0 -> 2 : 1)
 #define BNEW(i) ((i) == 0 -> 1 : ((i) == 1 -> 1 : 2))
 #define PICKR(v, g) if :: g(0) -> v = 0 :: g(1) -> v = 1 :: g(2) -> v = 2 fi
+#define PICKS(g) if :: g(0, 0) -> cI = 0; cW = 0 :: g(0, 1) -> cI = 0; cW = 1 :: g(1, 0) -> cI = 1; cW = 0 :: g(1, 1) -> cI = 1; cW = 1 :: g(2, 0) -> cI = 2; cW = 0 :: g(2, 1) -> cI = 2; cW = 1 fi
+#define PICKL(g) if :: g(0, 0, 0) -> cI = 0; cW = 0; cU = 0 :: g(0, 0, 1) -> cI = 0; cW = 0; cU = 1 :: g(0, 1, 0) -> cI = 0; cW = 1; cU = 0 :: g(0, 1, 1) -> cI = 0; cW = 1; cU = 1 :: g(1, 0, 0) -> cI = 1; cW = 0; cU = 0 :: g(1, 0, 1) -> cI = 1; cW = 0; cU = 1 :: g(1, 1, 0) -> cI = 1; cW = 1; cU = 0 :: g(1, 1, 1) -> cI = 1; cW = 1; cU = 1 :: g(2, 0, 0) -> cI = 2; cW = 0; cU = 0 :: g(2, 0, 1) -> cI = 2; cW = 0; cU = 1 :: g(2, 1, 0) -> cI = 2; cW = 1; cU = 0 :: g(2, 1, 1) -> cI = 2; cW = 1; cU = 1 fi
 #define PICKP(a, b, g) if :: g(0, 1) -> a = 0; b = 1 :: g(0, 2) -> a = 0; b = 2 :: g(1, 0) -> a = 1; b = 0 :: g(1, 2) -> a = 1; b = 2 :: g(2, 0) -> a = 2; b = 0 :: g(2, 1) -> a = 2; b = 1 fi
 #endif
 #define CMAX ((COLD) > (CNEW) -> (COLD) : (CNEW))
+#define ROLD rOld          /* GQ_ROLD */
+#define RNEW rNew          /* GQ_RNEW */
 
 #define MIN(a, b) ((a) < (b) -> (a) : (b))
 #define MAX(a, b) ((a) > (b) -> (a) : (b))
@@ -110,11 +130,18 @@
 #define P_LEASE_TO_DEADLINE     30   /* a lease on borrowed share pinned to the deadline, not deadline - eps */
 #define P_HOLD_SHORT            31   /* leased-mode recovery holds share 0 for D - eps, not D + eps */
 #define P_CLIENT_LATE           32   /* a leased client spends up to eps after its lease expired */
+#define P_CLIENT_ASKED          33   /* the client keeps the duration it asked for, not the granted one */
+#define P_RELEASE_ALL           34   /* a release gives back every leased unit, the spent ones too */
+#define P_KEEP_SKIPS_LIVE       35   /* keep() skips the TTL refresh while the key is still live */
+#define P_TTL_SHORT             36   /* the TTL is shorter than C/r: a bucket expires before it is full */
+#define P_DURABLE_EARLY         37   /* durable mode answers an admission before a replica has it */
+#define P_DECREASE_AT_ONCE      38   /* the oracle's cap drops when a decrease is issued, not applied */
+#define P_DECREASE_LATE         39   /* a region applies a decrease of C only when it grows */
 
 hidden byte plant;                  /* GQ_PLANT (constant during a run) */
 hidden byte pinning;                /* inside pinHolds (P_LEASE_TO_DEADLINE) */
 hidden byte lazy;                   /* buckets settled lazily (refill plants) */
-hidden byte fLeased, fLoss, fPolicy, fLoans, fOffs, cNew;
+hidden byte fLeased, fLoss, fPolicy, fLoans, fOffs, cNew, cOld, rOld, rNew, fCode, fExp, fFail, ttlm;
 #define PL(x) (plant == (x))
 
 /* The margins of DESIGN §3 at relative instant t. d: stored deadline. */
@@ -146,10 +173,14 @@ byte age[N];              /* ticks since the last settle (0 unless lazy) */
 short sh[N];              /* lazy runs only: the reference bucket, settled at
                              every tick with each piece's own rate and capacity */
 byte recE[N];             /* recovery end (stored instant; 0: not recovering) */
-byte lg[N];               /* P:k: leased units granted (0: none) */
+byte lg[N * NL];          /* P:k: leased units granted per lease (0: none) */
+byte le[N * NL];          /* lease expiry in P:k (stored instant) */
 /* in-process client of each region (survives the region's state loss) */
-byte cl[N];               /* units left to spend */
-byte le[N];               /* lease expiry (stored instant), Redis and client */
+byte cl[N * NL];          /* units left to spend */
+byte ce[N * NL];          /* the expiry the client uses (stored instant) */
+byte bx[N];               /* GQ_EXPIRY: expiry of the key P:b (stored instant) */
+byte lost[N];             /* GQ_FAILOVER: units admitted that the replica lacks */
+byte fd[N];               /* GQ_FAILOVER: > 0 while a failover is not yet detected */
 
 /* loans, index PI(lender, borrower); a loan's seq is its deadline: a lender
  * grants a borrower at most once per tick, so deadlines of a pair strictly
@@ -173,7 +204,7 @@ byte cI; byte cK; byte cU; byte cW;
 hidden int hsd, hs, hb, hk, he, hm, hL, htk, ht, hsh, hC, hcap, hmaxc, hd;
 hidden int hsu0, hsd0, hsu1, hsd1;
 hidden int hcs[AMAX + 1], hrs[AMAX + 1];
-hidden int hi, hsum, hpin, hsh2, hw, ho, hok, hx, hy, hseq, hfree, hz;
+hidden int hi, hsum, hpin, hsh2, hw, ho, hok, hx, hy, hseq, hfree, hz, hj, hR, hW;
 
 /* ------------------------------------------------------------ share */
 
@@ -188,10 +219,34 @@ inline baseEff(i, res) {
 inline cEff(i, res) {
   if
   :: pv[i] == 0 -> res = COLD
-  :: pv[i] == 1 -> res = MIN(COLD, CNEW)
+  :: pv[i] == 1 -> res = (PL(P_DECREASE_LATE) -> COLD : MIN(COLD, CNEW))
   :: else -> res = CNEW
   fi
 }
+
+inline rEff(i, res) {
+  if
+  :: pv[i] == 0 -> res = ROLD
+  :: pv[i] == 1 -> res = MIN(ROLD, RNEW)
+  :: else -> res = RNEW
+  fi
+}
+
+/* The oracle's C and r: the largest that any region has applied, an increase
+ * from the first region that grows, a decrease once the rollout completed:
+ * every region applied it and the wait D + 2 eps after that passed (gw == 1).
+ * Not at the last application: a region in leased-mode recovery applies a
+ * decrease with its clients' leases forgotten (the pin check passes
+ * vacuously), and those leases, granted at the old C, run up to D longer
+ * (found by this model). P_DECREASE_AT_ONCE: C_new from the issue on. */
+#define OV(i, o, n) (pv[i] == 0 -> (o) : (pv[i] == 1 -> (gw == 1 -> MIN(o, n) : (o)) : (n)))
+#if N == 2
+#define OMAX(o, n) MAX(OV(0, o, n), OV(1, o, n))
+#else
+#define OMAX(o, n) MAX(OV(0, o, n), MAX(OV(1, o, n), OV(2, o, n)))
+#endif
+#define WCAP ((PL(P_DECREASE_AT_ONCE) && polIssued) -> CNEW : OMAX(COLD, CNEW))
+#define WRATE OMAX(ROLD, RNEW)
 
 #define RECOV(i, t) (recE[i] > 0 && (t) < REL(recE[i]))
 
@@ -239,7 +294,10 @@ inline shareAt(i, t, res) {
 }
 
 /* leased units the region's Redis counts against capacity at t */
-#define OUTST(i, t) ((lg[i] > 0 && (t) < REL(le[i])) -> lg[i] : 0)
+#define OUT1(x, t) ((lg[x] > 0 && (t) < REL(le[x])) -> lg[x] : 0)
+#define OUTST(i, t) (OUT1(LI(i, 0), t) + OUT1(LI(i, 1), t))
+/* the client of lease x may still spend */
+#define LIVE(x) (cl[x] > 0 && 0 < REL(ce[x]) + LATE)
 
 /* ------------------------------------------------------------ lazy refill */
 
@@ -249,16 +307,16 @@ inline shareAt(i, t, res) {
  * bucket that does not exist is settled as created now (load_bucket): empty
  * before recoveryEnd + C/r (DESIGN §4), else full. */
 inline calcSettle(i) {
-  cEff(i, hC);
+  cEff(i, hC); rEff(i, hR);
   if
   :: bex[i] -> htk = tk[i]; hz = age[i]
-  :: recE[i] > 0 && 0 < REL(recE[i]) + (hC + R - 1) / R && !PL(P_FULL_BUCKETS) -> htk = 0; hz = 0
+  :: recE[i] > 0 && 0 < REL(recE[i]) + (hC + hR - 1) / hR && !PL(P_FULL_BUCKETS) -> htk = 0; hz = 0
   :: else -> htk = 1000; hz = 0
   fi;
   /* the share schedule over the interval, one shareAt per instant */
   ht = -hz;
   do
-  :: ht <= 0 -> shareAt(i, ht, hsh); hcs[ht + AMAX] = hC * hsh - OUTST(i, ht); hrs[ht + AMAX] = R * hsh; ht++
+  :: ht <= 0 -> shareAt(i, ht, hsh); hcs[ht + AMAX] = hC * hsh - OUTST(i, ht); hrs[ht + AMAX] = hR * hsh; ht++
   :: else -> break
   od;
   if
@@ -319,16 +377,26 @@ inline pinHolds(i) {
   cEff(i, hC);
   hx = 0;
   do
-  :: lg[i] > 0 && hx < REL(le[i]) ->
+  :: OUTST(i, hx) > 0 ->
     shareAt(i, hx, hsh);
     if
-    :: lg[i] > hC * hsh -> hok = 0
+    :: OUTST(i, hx) > hC * hsh -> hok = 0
     :: else -> skip
     fi;
     hx++
   :: else -> break
   od;
   pinning = 0
+}
+
+/* lib/keep.lua keep(): after a script wrote P:b, both TTLs are set to 2 ttl
+ * unless the key still outlives the write by >= ttl (P_KEEP_SKIPS_LIVE: skipped
+ * while it is live at all). ttl = ttlm ticks (P_TTL_SHORT: C/r - 1). */
+inline keepB(i) {
+  if
+  :: fExp && bex[i] && (PL(P_KEEP_SKIPS_LIVE) -> bx[i] == 0 : REL(bx[i]) < ttlm) -> bx[i] = 2 * ttlm + TB
+  :: else -> skip
+  fi
 }
 
 /* ------------------------------------------------------------ invariants */
@@ -356,26 +424,25 @@ inline checkAll() {
     :: else -> skip
     fi;
     ho = htk;
-    if
-    :: cl[hi] > 0 && 0 < REL(le[hi]) -> ho = ho + cl[hi]
-    :: else -> skip
-    fi;
+    if :: LIVE(LI(hi, 0)) -> ho = ho + cl[LI(hi, 0)] :: else -> skip fi;
+    if :: LIVE(LI(hi, 1)) -> ho = ho + cl[LI(hi, 1)] :: else -> skip fi;
     hpin = hpin + MAX(hcap, ho);
     hi++
   :: else -> break
   od;
+  hW = WCAP;   /* the oracle's C now */
   if
-  :: hsum > U || hpin > (polIssued -> CMAX : COLD) * U ->
-    printf("MSC: VIOLATION shares sum %d > %d or pinned sum %d > %d\n", hsum, U, hpin, (polIssued -> CMAX : COLD) * U)
+  :: hsum > U || hpin > hW * U ->
+    printf("MSC: VIOLATION shares sum %d > %d or pinned sum %d > %d\n", hsum, U, hpin, hW * U)
   :: else -> skip
   fi;
   assert(hsum <= U);                                   /* sum of shares in use <= U */
-  assert(hpin <= (polIssued -> CMAX : COLD) * U)       /* leased + bucket pinned */
+  assert(hpin <= hW * U)                               /* leased + bucket pinned */
 }
 
 /* Admission of c units now: the G1 witness bucket must cover them. */
 inline admitted(c) {
-  gv = gv - (c);
+  gv = MIN(gv, WCAP * U) - (c);
   if
   :: gv < 0 -> printf("MSC: VIOLATION G1: admitted %d units over C + r*T\n", -gv)
   :: else -> skip
@@ -397,15 +464,23 @@ inline canonicalize() {
   do
   :: hi < N ->
     hz = (bex[hi] -> -age[hi] : 0);
-    if
-    :: lg[hi] > 0 && hz >= REL(le[hi]) -> lg[hi] = 0
-    :: else -> skip
-    fi;
-    if
-    :: cl[hi] > 0 && 0 >= REL(le[hi]) + LATE -> cl[hi] = 0
-    :: else -> skip
-    fi;
-    if :: lg[hi] == 0 && cl[hi] == 0 -> le[hi] = 0 :: else -> skip fi;
+    hj = LI(hi, 0);
+    do
+    :: hj < LI(hi, NL) ->
+      if
+      :: lg[hj] > 0 && hz >= REL(le[hj]) -> lg[hj] = 0
+      :: else -> skip
+      fi;
+      if
+      :: cl[hj] > 0 && 0 >= REL(ce[hj]) + LATE -> cl[hj] = 0
+      :: else -> skip
+      fi;
+      if :: lg[hj] == 0 -> le[hj] = 0 :: else -> skip fi;
+      if :: cl[hj] == 0 -> ce[hj] = 0 :: else -> skip fi;
+      hj++
+    :: else -> break
+    od;
+    if :: bx[hi] > 0 && !bex[hi] -> bx[hi] = 0 :: else -> skip fi;
     hk = 0;
     do
     :: hk < N ->
@@ -449,12 +524,24 @@ inline canonicalize() {
   fi
 }
 
+/* A failover detected (replication.ts createPrimaryWatcher, region_init.lua
+ * 'replid'): the marker rotates, the region enters recovery as after a lost
+ * marker, but the book is KEPT (loans, returned seqs, lease records): the
+ * bucket is rebuilt from it (load_bucket: empty until recovery end + C/r). */
+inline rotation(i) {
+  fd[i] = 0; bex[i] = 0; tk[i] = 0; age[i] = 0; bx[i] = 0;
+  recE[i] = RECLEN + TB
+}
+
 inline tick() {
-  gv = MIN((polIssued -> CMAX : COLD) * U, gv + R * U);
+  gv = MIN(WCAP * U, gv + WRATE * U);
   hi = 0;
   do
   :: hi < N ->
-    SHIFT(recE[hi]); SHIFT(le[hi]);
+    SHIFT(recE[hi]); SHIFT(bx[hi]);
+    SHIFT(le[LI(hi, 0)]); SHIFT(le[LI(hi, 1)]); SHIFT(ce[LI(hi, 0)]); SHIFT(ce[LI(hi, 1)]);
+    lost[hi] = 0;   /* replication lag < 1 tick: the replica has every write of earlier ticks */
+    if :: fd[hi] == 1 -> rotation(hi) :: fd[hi] > 1 -> fd[hi]-- :: else -> skip fi;
     hk = 0;
     do
     :: hk < N ->
@@ -471,12 +558,16 @@ inline tick() {
   hi = 0;
   do
   :: hi < N ->
+    if   /* P:b expires (Redis drops it at its TTL; a later script re-creates it, load_bucket) */
+    :: fExp && bex[hi] && REL(bx[hi]) <= 0 -> bex[hi] = 0; tk[hi] = 0; age[hi] = 0; bx[hi] = 0
+    :: else -> skip
+    fi;
     if
     :: bex[hi] ->
       if
       :: lazy ->   /* the reference bucket: the piece [-1, 0) at its own rate and capacity */
-        cEff(hi, hC); shareAt(hi, -1, hsh);
-        sh[hi] = MIN(hC * hsh - OUTST(hi, -1), sh[hi] + R * hsh)
+        cEff(hi, hC); rEff(hi, hR); shareAt(hi, -1, hsh);
+        sh[hi] = MIN(hC * hsh - OUTST(hi, -1), sh[hi] + hR * hsh)
       :: else -> skip
       fi;
       age[hi]++;
@@ -628,24 +719,40 @@ inline giveBack() {
   fi
 }
 
-/* lease_acquire.lua: region cI leases all its tokens for cU ticks. */
+/* lease_acquire.lua: region cI's client asks for a lease (slot hj) of cU units
+ * (0: every token) for hd ticks. Without GQ_LCODE: the whole bucket, refused
+ * when the pin fails. With it (the code): granted = min(asked, tokens), the
+ * expiry cut to the first instant the schedule stops backing the lease; the
+ * client uses the GRANTED expiry (P_CLIENT_ASKED: the asked one). */
 inline leaseAcquire() {
   if
-  :: lg[cI] == 0 && cl[cI] == 0 ->
+  :: lg[hj] == 0 && cl[hj] == 0 ->
     settle(cI);
     if
     :: tk[cI] > 0 ->
-      lg[cI] = tk[cI]; le[cI] = cU + TB;
+      lg[hj] = (cU == 0 -> tk[cI] : MIN(cU, tk[cI])); le[hj] = hd + TB;
       if
+      :: fCode ->   /* shortened, never refused */
+        cEff(cI, hC); pinning = 1; hx = 1;
+        do
+        :: hx < hd ->
+          shareAt(cI, hx, hsh);
+          if
+          :: (PL(P_LEASE_OUTLIVES_LOAN) -> 0 : hC * hsh - OUTST(cI, hx) < 0) -> le[hj] = hx + TB; break
+          :: else -> hx++
+          fi
+        :: else -> break
+        od;
+        pinning = 0; hok = 1
       :: PL(P_LEASE_OUTLIVES_LOAN) ->  /* checked at now only */
-        shareAt(cI, 0, hsh); cEff(cI, hC); hok = (lg[cI] <= hC * hsh)
+        shareAt(cI, 0, hsh); cEff(cI, hC); hok = (lg[hj] <= hC * hsh)
       :: else -> pinHolds(cI)
       fi;
       if
       :: hok ->
-        cl[cI] = lg[cI]; TAKE(cI, lg[cI]);
-        if :: PL(P_LEASE_UNCOUNTED) -> lg[cI] = 0 :: else -> skip fi   /* not counted against capacity */
-      :: else -> lg[cI] = 0; le[cI] = 0
+        cl[hj] = lg[hj]; ce[hj] = (PL(P_CLIENT_ASKED) -> hd + TB : le[hj]); TAKE(cI, lg[hj]);
+        if :: PL(P_LEASE_UNCOUNTED) -> lg[hj] = 0 :: else -> skip fi   /* not counted against capacity */
+      :: else -> lg[hj] = 0; le[hj] = 0
       fi
     :: else -> skip
     fi
@@ -653,11 +760,41 @@ inline leaseAcquire() {
   fi
 }
 
-/* State loss of region cI (marker gone, or a failover seen as a replid
- * change): its Redis state is gone, a new incarnation is born now. */
+/* lease_release.lua (or a release riding on lease_acquire): the client of
+ * lease hj gives back what it did not spend; not after the lease expired in
+ * Redis (then it all counts as used). P_RELEASE_ALL: gives back every unit. */
+inline leaseRelease() {
+  presettle(cI);
+  hx = (PL(P_RELEASE_ALL) -> lg[hj] : cl[hj]);
+  tk[cI] = tk[cI] + hx;
+  if :: lazy -> sh[cI] = sh[cI] + hx :: else -> skip fi;
+  lg[hj] = 0; le[hj] = 0; cl[hj] = 0; ce[hj] = 0;
+  postsettle(cI)
+}
+
+/* A failover of region cI's Redis: a replica is promoted with the book as it
+ * had it: without durability (GQ_FAILOVER=1) it lacks the admissions of the
+ * current tick (lost), which come back as tokens; the oracle allows exactly
+ * those (store.ts: "a failover may then forget up to the replication lag").
+ * Durable (2): an admission is answered only once a replica has it, so
+ * nothing is lost (P_DURABLE_EARLY: answered before). The old marker stays
+ * until the primary watcher sees the new replication id, at most PCHK ticks
+ * later (rotation). */
+inline failover() {
+  settle(cI);
+  tk[cI] = tk[cI] + lost[cI];
+  if :: fFail == 1 -> gv = gv + lost[cI] :: else -> skip fi;
+  lost[cI] = 0;
+  settle(cI);
+  fd[cI] = PCHK + 1
+}
+
+/* State loss of region cI (marker gone: a wipe, or a failover modelled as
+ * one): its Redis state is gone, a new incarnation is born now. A failover
+ * that keeps the book is failover() + rotation() (GQ_FAILOVER). */
 inline stateLoss() {
-  bex[cI] = 0; tk[cI] = 0; sh[cI] = 0; age[cI] = 0; lg[cI] = 0;
-  if :: cl[cI] == 0 -> le[cI] = 0 :: else -> skip fi;
+  bex[cI] = 0; tk[cI] = 0; sh[cI] = 0; age[cI] = 0; bx[cI] = 0;
+  lg[LI(cI, 0)] = 0; le[LI(cI, 0)] = 0; lg[LI(cI, 1)] = 0; le[LI(cI, 1)] = 0;
   hk = 0;
   do
   :: hk < N ->
@@ -734,8 +871,12 @@ inline growthWait() {
 #define CANLEND(j, k) (fLoans && (BOLD(j) > FLOOR || (fPolicy && BNEW(j) > FLOOR) || PL(P_BELOW_FLOOR) || PL(P_RELEND)))
 #define HASREG(j, k) (gD[PI(j, k)] > 0)
 #define HASLOAN(j, k) (inD[PI(j, k)] > retS[PI(j, k)])
-#define CANLEASE(i) (leasedMode && lg[i] == 0 && cl[i] == 0)
-#define CANSPEND(i) (cl[i] > 0 && 0 < REL(le[i]) + LATE)
+#define FREE(x) (lg[x] == 0 && cl[x] == 0)
+#define CANLEASE(i, w, u) (leasedMode && FREE(LI(i, w)) && (fCode || (w == 0 && u == 0)))
+#define CANSPEND(i, w) LIVE(LI(i, w))
+#define CANRELEASE(i, w) (fCode && lg[LI(i, w)] > 0 && 0 < REL(le[LI(i, w)]))
+#define CANFAIL(i) (fFail && fd[i] == 0)
+#define DETECT(i) (fd[i] > 0)
 #define PV0(i) (polIssued && pv[i] == 0)
 #define PV1(i) (gw == 1 && pv[i] == 1)
 
@@ -750,7 +891,16 @@ active proctype world() {
     fLoans = getenv("GQ_LOANS") ? atoi(getenv("GQ_LOANS")) : 1;
     fOffs = getenv("GQ_OFFS") ? atoi(getenv("GQ_OFFS")) : 0;
     cNew = getenv("GQ_CNEW") ? atoi(getenv("GQ_CNEW")) : 1;
+    cOld = getenv("GQ_COLD") ? atoi(getenv("GQ_COLD")) : 1;
+    rOld = getenv("GQ_ROLD") ? atoi(getenv("GQ_ROLD")) : 1;
+    rNew = getenv("GQ_RNEW") ? atoi(getenv("GQ_RNEW")) : 1;
+    fCode = getenv("GQ_LCODE") ? atoi(getenv("GQ_LCODE")) : 0;
+    fExp = getenv("GQ_EXPIRY") ? atoi(getenv("GQ_EXPIRY")) : 0;
+    fFail = getenv("GQ_FAILOVER") ? atoi(getenv("GQ_FAILOVER")) : 0;
   };
+  /* lib/keep.lua: ttl = C/r + D + 3 eps (+ 1 s of slack, not modelled), in ticks */
+  ttlm = (CMAX + MIN(ROLD, RNEW) - 1) / MIN(ROLD, RNEW) + D + 3 * EPS;
+  if :: PL(P_TTL_SHORT) -> ttlm = (CMAX + MIN(ROLD, RNEW) - 1) / MIN(ROLD, RNEW) - 1 :: else -> skip fi;
   lazy = PL(P_COARSE_REFILL) || PL(P_CLAMP_NOW) || PL(P_CLAMP_LARGER) || PL(P_NO_SETTLE);
   printf("MSC: eps %d D %d plant %d leased %d loss %d policy %d loans %d offsets %d lazy %d\n", EPS, D, plant, fLeased, fLoss, fPolicy, fLoans, fOffs, lazy);
   atomic {
@@ -775,7 +925,8 @@ active proctype world() {
     /* a fresh cluster: buckets full (docs/internals.md "Fresh clusters") */
     cI = 0;
     do
-    :: cI < N -> bex[cI] = 1; tk[cI] = COLD * BOLD(cI); sh[cI] = (lazy -> tk[cI] : 0); cI++
+    :: cI < N -> bex[cI] = 1; tk[cI] = COLD * BOLD(cI); sh[cI] = (lazy -> tk[cI] : 0);
+       if :: fExp -> bx[cI] = 2 * ttlm + TB :: else -> skip fi; cI++
     :: else -> break
     od;
     gv = COLD * U;
@@ -788,19 +939,20 @@ end_loop:
   :: atomic { PICKR(cI, ANY);          /* a check: settle (creating the bucket), admit every whole unit */
        d_step { settle(cI);
          if
-         :: tk[cI] >= 1 -> hx = tk[cI]; TAKE(cI, hx); printf("MSC: r%d admits %d units\n", cI, hx); admitted(hx)
+         :: tk[cI] >= 1 -> hx = tk[cI]; TAKE(cI, hx); printf("MSC: r%d admits %d units\n", cI, hx); admitted(hx);
+           if :: fFail == 1 || PL(P_DURABLE_EARLY) -> lost[cI] = lost[cI] + hx :: else -> skip fi
          :: else -> skip
          fi;
-         checkAll(); ENDSTEP } }
+         keepB(cI); checkAll(); ENDSTEP } }
   :: atomic { PICKP(cI, cK, CANLEND);
        if :: cU = 1 :: cU = 2 :: PL(P_BELOW_FLOOR) || PL(P_RELEND) -> cU = 3 fi;
-       d_step { grant(); printf("MSC: r%d grants r%d %d units (ok %d)\n", cI, cK, cU, hok); checkAll(); ENDSTEP } }
+       d_step { grant(); printf("MSC: r%d grants r%d %d units (ok %d)\n", cI, cK, cU, hok); keepB(cI); checkAll(); ENDSTEP } }
   :: atomic { PICKP(cI, cK, HASREG);    /* gossip: lender cI ships its register */
        if :: cW = 0 :: cW = 1 fi;         /* merged at once, or put in flight */
        d_step {
          if
          :: cW == 0 -> hx = gU[PI(cI, cK)]; hd = gD[PI(cI, cK)]; merge();
-            printf("MSC: r%d ships its loan to r%d, merged at once\n", cI, cK); checkAll()
+            printf("MSC: r%d ships its loan to r%d, merged at once\n", cI, cK); keepB(cK); checkAll()
          :: else -> mk = 1; mf = cI; mt = cK; mu = gU[PI(cI, cK)]; md = gD[PI(cI, cK)];
             printf("MSC: r%d ships its loan to r%d, in flight\n", cI, cK)
          fi;
@@ -809,16 +961,16 @@ end_loop:
        if :: cW = 0 :: cW = 1 fi;         /* received at once, or put in flight */
        d_step { giveBack(); printf("MSC: r%d returns early the loan of r%d (ok %d)\n", cK, cI, hok);
          if
-         :: hok && cW == 0 -> returnReceived(); printf("MSC: r%d receives the return at once\n", cI)
+         :: hok && cW == 0 -> returnReceived(); printf("MSC: r%d receives the return at once\n", cI); keepB(cI)
          :: hok && cW == 1 -> mk = 2; mf = cK; mt = cI; mu = 0; md = hseq; printf("MSC: the return is in flight\n")
          :: else -> skip
          fi;
-         checkAll(); ENDSTEP } }
+         keepB(cK); checkAll(); ENDSTEP } }
   :: atomic { mk != 0 ->         /* the message in flight arrives */
        d_step {
          if
-         :: mk == 1 -> cI = mf; cK = mt; hx = mu; hd = md; merge(); printf("MSC: r%d merges the loan of r%d in flight\n", cK, cI)
-         :: else -> cI = mt; cK = mf; hseq = md; returnReceived(); printf("MSC: r%d receives the return in flight\n", cI)
+         :: mk == 1 -> cI = mf; cK = mt; hx = mu; hd = md; merge(); printf("MSC: r%d merges the loan of r%d in flight\n", cK, cI); keepB(cK)
+         :: else -> cI = mt; cK = mf; hseq = md; returnReceived(); printf("MSC: r%d receives the return in flight\n", cI); keepB(cI)
          fi;
          checkAll() };
        if   /* delivered once, or kept to be delivered again (duplicate, late copy) */
@@ -827,22 +979,28 @@ end_loop:
        fi;
        ENDSTEP }
   :: d_step { mk != 0 -> mk = 0; mf = 0; mt = 0; mu = 0; md = 0; printf("MSC: the message in flight is lost\n") }
-  :: atomic { PICKR(cI, CANLEASE); cU = (PL(P_LEASE_LONG) -> D + 3 * EPS : D);
-       d_step { leaseAcquire(); printf("MSC: r%d client leases %d units for %d ticks\n", cI, cl[cI], cU); checkAll(); ENDSTEP } }
-  :: atomic { PICKR(cI, CANSPEND);    /* the client spends its lease */
+  :: atomic { PICKL(CANLEASE);   /* which lease (GQ_LCODE: two), how many units (0: all; GQ_LCODE: or one) */
+       d_step { hj = LI(cI, cW); hd = (PL(P_LEASE_LONG) -> D + 3 * EPS : D); leaseAcquire();
+         printf("MSC: r%d client leases %d units for %d ticks (lease %d)\n", cI, cl[hj], REL(ce[hj]), cW); keepB(cI); checkAll(); ENDSTEP } }
+  :: atomic { PICKS(CANSPEND);    /* the client spends its lease (GQ_LCODE: one unit) */
        d_step {
-         hx = cl[cI]; cl[cI] = 0; printf("MSC: r%d client spends %d units\n", cI, hx); admitted(hx);
-         if :: lg[cI] == 0 -> le[cI] = 0 :: else -> skip fi;
+         hj = LI(cI, cW); hx = (fCode -> 1 : cl[hj]); cl[hj] = cl[hj] - hx;
+         if :: cl[hj] == 0 -> ce[hj] = 0 :: else -> skip fi;
+         printf("MSC: r%d client spends %d units (lease %d)\n", cI, hx, cW); admitted(hx);
          checkAll(); ENDSTEP } }
+  :: atomic { PICKS(CANRELEASE);    /* the client releases a lease, the unspent units back */
+       d_step { hj = LI(cI, cW); leaseRelease(); printf("MSC: r%d client releases lease %d (%d units back)\n", cI, cW, hx); keepB(cI); checkAll(); ENDSTEP } }
+  :: atomic { PICKR(cI, CANFAIL); d_step { failover(); printf("MSC: r%d fails over (replica promoted, book kept)\n", cI); checkAll(); ENDSTEP } }
+  :: atomic { PICKR(cI, DETECT); d_step { rotation(cI); printf("MSC: r%d detects the failover: marker rotated, recovery\n", cI); checkAll(); ENDSTEP } }
   :: atomic { fLoss -> PICKR(cI, ANY); d_step { stateLoss(); printf("MSC: r%d loses its Redis state\n", cI); checkAll(); ENDSTEP } }
   :: d_step { fPolicy && !polIssued -> polIssued = 1; printf("MSC: policy change issued\n") }
   :: atomic { PICKR(cI, PV0);
-       d_step { policyApply(); printf("MSC: r%d applies the new policy (pv %d)\n", cI, pv[cI]);
+       d_step { policyApply(); keepB(cI); printf("MSC: r%d applies the new policy (pv %d)\n", cI, pv[cI]);
          /* growth waits until the loans granted from an old, larger base lapsed */
          if :: gw == 0 && ALLAPPLIED -> growthWait() :: else -> skip fi;
          checkAll(); ENDSTEP } }
   :: atomic { PICKR(cI, PV1);
-       d_step { presettle(cI); pv[cI] = 2; postsettle(cI); printf("MSC: r%d grows to the new policy\n", cI);
+       d_step { presettle(cI); pv[cI] = 2; postsettle(cI); keepB(cI); printf("MSC: r%d grows to the new policy\n", cI);
          checkAll(); ENDSTEP } }
   od
 }
