@@ -35,6 +35,7 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
     "skew",
     "memory",
     "rlsPath",
+    "peers",
     "rows",
   ]) {
     expect(report[section], section).toBeDefined();
@@ -59,6 +60,9 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
       runs: { path: string; rate: number; decisionsPerSecond: number; errors: number; denied: number }[];
       ratios: unknown[];
     };
+    peers: {
+      runs: { system: string; error?: string; whole?: { sent: number }; partition?: { sent: number } }[];
+    };
   };
   expect(r.redisPath.geoquota.decisions).toBeGreaterThan(0);
   expect(r.redisPath.batch500.decisions).toBeGreaterThan(0);
@@ -82,6 +86,17 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
     expect([x.errors, x.denied], `${x.path}@${x.rate}`).toEqual([0, 0]);
   }
   expect(r.rlsPath.ratios.length).toBe(3);
+  // The peers section: all three systems, each measured or (a peer that cannot be built or
+  // started here) a run that says why; geoquota itself always runs.
+  expect(r.peers.runs.map((x) => x.system)).toEqual(["geoquota", "gubernator", "envoy-ratelimit"]);
+  for (const x of r.peers.runs) {
+    if (x.system === "geoquota" || x.error === undefined) {
+      expect(x.error, x.system).toBeUndefined();
+      expect(x.whole?.sent, x.system).toBeGreaterThan(0);
+      expect(x.partition?.sent, x.system).toBeGreaterThan(0);
+    } else expect(x.error.length, x.system).toBeGreaterThan(0);
+  }
   expect(printed).toContain("7 rls (gRPC) beside http");
+  expect(printed).toContain("10 peers, partition");
   expect(printed).toContain("| section");
 });

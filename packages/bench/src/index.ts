@@ -4,6 +4,8 @@ export { benchHttpPath, type HttpPathResult, type HttpRun } from "./http-path.js
 export { benchLeasedPath, type LeasedPathResult, type LeasedVariant } from "./leased-path.js";
 export { describeMachine, type Machine } from "./machine.js";
 export { benchMemory, type MemoryResult, type MemoryRow } from "./memory.js";
+export { benchPeers, type PeerRun, type PeersResult, peersRows, type StartPeersCluster } from "./peers.js";
+export { ensurePeer, PEER_MODULES, type PeerBinary, type PeerName } from "./peers-build.js";
 export { benchRedisPath, type PathFigures, type RedisPathResult } from "./redis-path.js";
 export { benchRlsPath, type RlsPathResult, type RlsRatio, type RlsRun } from "./rls-path.js";
 export {

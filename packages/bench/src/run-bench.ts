@@ -9,10 +9,11 @@ import { benchHttpPath, type HttpPathResult } from "./http-path.js";
 import { benchLeasedPath, type LeasedPathResult } from "./leased-path.js";
 import { describeMachine, type Machine } from "./machine.js";
 import { benchMemory, type MemoryResult } from "./memory.js";
+import { benchPeers, type PeersResult, peersRows, type StartPeersCluster } from "./peers.js";
 import { benchRedisPath, type RedisPathResult } from "./redis-path.js";
 import { benchRlsPath, type RlsPathResult } from "./rls-path.js";
 import { crdtRows, httpRows, leasedRows, memoryRows, redisRows, rlsRows, skewRows } from "./rows.js";
-import { benchSkew, type SkewResult, type StartCluster } from "./skew.js";
+import { benchSkew, type SkewResult } from "./skew.js";
 import { renderTable } from "./table.js";
 import type { Budget, Row, Write } from "./types.js";
 
@@ -22,13 +23,13 @@ export interface RunBenchOptions {
   readonly outPath: string;
   readonly write: Write;
   /** The CLI's local-cluster orchestrator (injected: the bench package does not depend on the CLI). */
-  readonly startCluster: StartCluster;
+  readonly startCluster: StartPeersCluster;
   /** Only these sections (SECTIONS names); absent or empty: all. */
   readonly sections?: readonly string[];
 }
 
 /** Section names for `--section` (a before/after of one path without the whole run). */
-export const SECTIONS = ["redis", "http", "leased", "crdt", "skew", "memory", "rls"] as const;
+export const SECTIONS = ["redis", "http", "leased", "crdt", "skew", "memory", "rls", "peers"] as const;
 export type SectionName = (typeof SECTIONS)[number];
 
 /** The sections to run: all, or the names given (GQ_ERR-style message naming a wrong one). */
@@ -54,6 +55,7 @@ export interface BenchReport {
   readonly skew?: SkewResult;
   readonly memory?: MemoryResult;
   readonly rlsPath?: RlsPathResult;
+  readonly peers?: PeersResult;
   readonly rows: Row[];
 }
 
@@ -108,6 +110,9 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
   const rlsPath = await section("rls", "7 rls (gRPC) beside http", () =>
     withRedis((s) => benchRlsPath(s, { ...budget, runMs: o.smoke ? 1000 : 5000 })),
   );
+  const peers = await section("peers", "10 peers (gubernator, envoyproxy/ratelimit) under a partition", () =>
+    benchPeers(o.startCluster, budget),
+  );
   const rows = [
     ...(redisPath ? redisRows(redisPath) : []),
     ...(httpPath ? httpRows(httpPath) : []),
@@ -116,6 +121,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(skew ? skewRows(skew) : []),
     ...(memory ? memoryRows(memory) : []),
     ...(rlsPath ? rlsRows(rlsPath) : []),
+    ...(peers ? peersRows(peers) : []),
   ];
   const report: BenchReport = {
     mode: o.smoke ? "smoke" : "full",
@@ -129,6 +135,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(skew ? { skew } : {}),
     ...(memory ? { memory } : {}),
     ...(rlsPath ? { rlsPath } : {}),
+    ...(peers ? { peers } : {}),
     rows,
   };
   const out = resolve(o.outPath);
