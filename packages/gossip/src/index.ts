@@ -1,6 +1,6 @@
 // Public API of the gossip package: the daemon and its process entry, the
 // WebSocket mesh it runs on and the re-weighting policy. The whole-protocol
-// simulation (src/model/) is test code: tests import it by relative path.
+// simulation that drives this daemon is its own package (@geoquota/simulator).
 export {
   type ClockCheckOptions,
   type ClockStamp,
@@ -40,6 +40,7 @@ export {
   type CounterReading,
   DEFAULT_POLICY_OPTIONS,
   decideRound,
+  type InboundLoan,
   initialPolicyMemory,
   type PolicyMemory,
   type PolicyOptions,

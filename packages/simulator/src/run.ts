@@ -19,14 +19,18 @@
 // after an event that may have resumed it, the run drains the microtask
 // queue before the next event, so a seed replays exactly.
 import { parsePolicies, type PolicySet, resolveEffective } from "@geoquota/config";
-import { capacityOf, isRateAlgorithm, type KeyLimit, type Timing } from "@geoquota/core";
-import type { KeyPolicy } from "@geoquota/limiter";
+import { capacityOf, isRateAlgorithm, type KeyLimit, SHARE_UNITS as U, type Timing } from "@geoquota/core";
+import type { KeyPolicy } from "@geoquota/core";
 import { decodeSnapshot, encodeSnapshot, idKey, seedState, snapshotOf } from "@geoquota/rollout";
 import { Rng, SimClock, SimNetwork, WindowOracle } from "@geoquota/sim";
-import { type DaemonTimers, GossipDaemon } from "../daemon/daemon.js";
-import { RolloutStep, rolloutPolicyResolver } from "../daemon/rollout-step.js";
-import type { DaemonStore } from "../daemon/store-port.js";
-import { type RegionQuota, U } from "../policy/index.js";
+import {
+  type DaemonStore,
+  type DaemonTimers,
+  GossipDaemon,
+  type RegionQuota,
+  RolloutStep,
+  rolloutPolicyResolver,
+} from "@geoquota/gossip";
 import { ModelRedis } from "./region.js";
 import {
   createModelDaemonStore,

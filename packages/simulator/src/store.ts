@@ -7,12 +7,10 @@
 // holds. Keep this file in step with redis-port.ts.
 import { KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
 import { type KeyLimit, loanOutstanding, loanUsable, type ReceivedLoan } from "@geoquota/core";
-import type { KeyPolicy } from "@geoquota/limiter";
+import type { KeyPolicy } from "@geoquota/core";
 import { keyLimit } from "@geoquota/redis";
 import { decodeProposal } from "@geoquota/rollout";
-import type { RolloutPort } from "../daemon/rollout-step.js";
-import type { DaemonStore, KeyState } from "../daemon/store-port.js";
-import type { InboundLoan } from "../policy/index.js";
+import type { DaemonStore, InboundLoan, KeyState, RolloutPort } from "@geoquota/gossip";
 import type { ModelRedis } from "./region.js";
 
 /** The simulation's only key, as the daemon names it. */
