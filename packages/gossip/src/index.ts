@@ -27,6 +27,7 @@ export {
   startGossip,
 } from "./daemon/main.js";
 export { createDaemonMetrics, type DaemonMetrics } from "./daemon/metrics.js";
+export { keyStateOf, mergeOf, type RedisKeyView } from "./daemon/key-translation.js";
 export { createRedisDaemonStore } from "./daemon/redis-port.js";
 export {
   type RolloutOptions,
