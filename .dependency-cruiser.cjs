@@ -78,14 +78,15 @@ module.exports = {
       comment:
         "The limiter imports config, core, crdt, redis and rollout only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
       from: { path: "^packages/limiter/src/" },
-      to: { path: ourPackage(["gossip", "stream", "cli", "bench", "sim", "testkit"]) },
+      to: { path: ourPackage(["gossip", "stream", "cli", "bench", "sim", "simulator", "testkit"]) },
     },
     {
       name: "gossip-layer",
       severity: "error",
-      comment: "The gossip daemon never imports the stream, the CLI or the bench.",
+      comment:
+        "The gossip daemon never imports the stream, the CLI, the bench, nor the simulation kit or the simulation (@geoquota/sim, @geoquota/simulator: they drive the daemon, not the other way round).",
       from: { path: "^packages/gossip/src/" },
-      to: { path: ourPackage(["stream", "cli", "bench"]) },
+      to: { path: ourPackage(["stream", "cli", "bench", "sim", "simulator"]) },
     },
     {
       name: "stream-layer",
@@ -129,12 +130,12 @@ module.exports = {
       to: { path: "^(test/|packages/[^/]+/test/)" },
     },
     {
-      name: "simulation-stays-out-of-production",
+      name: "nothing-but-tests-and-scripts-imports-the-simulation",
       severity: "error",
       comment:
-        "The whole-protocol simulation (packages/gossip/src/model/) is test code: no public index and no production module imports it; tests import it by path.",
-      from: { path: "^packages/[^/]+/src/", pathNot: ["^packages/gossip/src/model/"] },
-      to: { path: "^packages/gossip/src/model/" },
+        "The whole-protocol simulation (@geoquota/simulator, packages/simulator/) is test code: no package source imports it; tests and scripts/ do.",
+      from: { path: "^packages/[^/]+/src/", pathNot: ["^packages/simulator/"] },
+      to: { path: ourPackage(["simulator"]) },
     },
     {
       name: "no-cli-in-lower-package-tests",

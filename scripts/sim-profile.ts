@@ -1,9 +1,9 @@
 // Times a batch of whole-protocol simulation seeds outside vitest (CPU per
 // seed, events); profile it with node --cpu-prof. Arguments: a seed kind's
-// label (model/mix.ts, e.g. "short, 2 regions"; default "full length") and
+// label (packages/simulator/src/mix.ts, e.g. "short, 2 regions"; default "full length") and
 // how many of its seeds to run (default 40).
 //   node --conditions=@geoquota/source --import tsx scripts/sim-profile.ts "short, 2 regions" 200
-import { DEFAULT_SEED_KINDS, HARSH_SEED_KINDS, runModel } from "../packages/gossip/src/model/index.js";
+import { DEFAULT_SEED_KINDS, HARSH_SEED_KINDS, runModel } from "@geoquota/simulator";
 
 const kinds = [...DEFAULT_SEED_KINDS, ...HARSH_SEED_KINDS];
 const label = process.argv[2] ?? "full length";

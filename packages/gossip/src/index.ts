@@ -1,6 +1,6 @@
 // Public API of the gossip package: the daemon and its process entry, the
 // WebSocket mesh it runs on and the re-weighting policy. The whole-protocol
-// simulation (src/model/) is test code: tests import it by relative path.
+// simulation that drives this daemon is its own package (@geoquota/simulator).
 export {
   type ClockCheckOptions,
   type ClockStamp,
@@ -27,6 +27,7 @@ export {
   startGossip,
 } from "./daemon/main.js";
 export { createDaemonMetrics, type DaemonMetrics } from "./daemon/metrics.js";
+export { keyStateOf, mergeOf, type RedisKeyView } from "./daemon/key-translation.js";
 export { createRedisDaemonStore } from "./daemon/redis-port.js";
 export {
   type RolloutOptions,
@@ -40,6 +41,7 @@ export {
   type CounterReading,
   DEFAULT_POLICY_OPTIONS,
   decideRound,
+  type InboundLoan,
   initialPolicyMemory,
   type PolicyMemory,
   type PolicyOptions,

@@ -4,6 +4,7 @@
 // schema and its shards, failover safety (replication.ts), the RegionStore
 // the limiter runs on (store.ts) and the daemon's loan and change-feed
 // functions (gossip.ts).
+export { type CounterSets, counterFieldsOf, counterSetsOf } from "./counter-fields.js";
 export { type KeyArgs, keyArgsBuilder, keyLimit, ttlMs } from "./args.js";
 export {
   type Certifier,

@@ -1,5 +1,6 @@
 // The Redis-backed RegionStore: one EVALSHA per call against the region's
 // own Redis (G3). All times come from the scripts' Redis TIME.
+import { type CounterSets, counterSetsOf } from "./counter-fields.js";
 import { randomBytes } from "node:crypto";
 import {
   type CompoundCheckItem,
@@ -422,11 +423,7 @@ export interface KeyStateView {
   readonly capacity: number;
   readonly ratePerSecond: number;
   readonly bucketExists: boolean;
-  readonly counters: {
-    readonly admitted: Record<string, number>;
-    readonly refunded: Record<string, number>;
-    readonly denied: Record<string, number>;
-  };
+  readonly counters: CounterSets;
   /** Raw counter fields (`p|…`, `n|…`, `d|…`) for gossip deltas. */
   readonly counterFields: Record<string, number>;
   /** Staircase entries this region still reserves (`o|`). */
@@ -443,18 +440,9 @@ export interface KeyStateView {
 
 export async function inspectKey(scripts: ScriptCaller, a: KeyArgs, region: string): Promise<KeyStateView> {
   const r: InspectReply = await scripts.call("inspect", a.keys, [region, ...a.policyArgv]);
-  const admitted: Record<string, number> = {};
-  const refunded: Record<string, number> = {};
-  const denied: Record<string, number> = {};
   const counterFields: Record<string, number> = {};
-  for (const [f, v] of r.counters) {
-    const n = Number(v);
-    counterFields[f] = n;
-    const replica = f.slice(2);
-    if (f.startsWith("p|")) admitted[replica] = n;
-    else if (f.startsWith("n|")) refunded[replica] = n;
-    else if (f.startsWith("d|")) denied[replica] = n;
-  }
+  for (const [f, v] of r.counters) counterFields[f] = Number(v);
+  const counters = counterSetsOf(Object.entries(counterFields));
   const loansOut: LoanRecord[] = [];
   const granted: LoanRecord[] = [];
   const loansIn: LoanRecord[] = [];
@@ -481,7 +469,7 @@ export async function inspectKey(scripts: ScriptCaller, a: KeyArgs, region: stri
     capacity: r.capacity,
     ratePerSecond: r.ratePerSecond,
     bucketExists: r.bucketExists,
-    counters: { admitted, refunded, denied },
+    counters,
     counterFields,
     loansOut,
     granted,

@@ -5,19 +5,17 @@
 // runs a script or reads a key (recovery.ts reads the markers through
 // @geoquota/redis too).
 import type { RegionConfig } from "@geoquota/config";
-import { encodeKey, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
+import { encodeKey, type ReturnedMark } from "@geoquota/crdt";
 import type { KeyPolicy } from "@geoquota/limiter";
-import { loanOutstanding, loanUsable, SHARE_UNITS } from "@geoquota/core";
 import {
   createGossipStore,
   createPrimaryWatcher,
-  type LoanRecord,
   type RedisClient,
   type SetupDriftChange,
   type SetupSetting,
   type Ticket,
 } from "@geoquota/redis";
-import type { InboundLoan } from "../policy/index.js";
+import { keyStateOf, mergeOf } from "./key-translation.js";
 import type { DaemonStore, KeyState } from "./store-port.js";
 
 export interface RedisDaemonStoreOptions {
@@ -105,55 +103,12 @@ export async function createRedisDaemonStore(
 
     async readKey(policy: KeyPolicy): Promise<KeyState> {
       const v = await store.readKeyState(policy);
-      const now = v.nowUs;
-      const record = KeyRecord.initial();
-      for (const [replica, n] of Object.entries(v.counters.admitted)) record.consumed.p.set(replica, n);
-      for (const [replica, n] of Object.entries(v.counters.refunded)) record.consumed.n.set(replica, n);
-      for (const [replica, n] of Object.entries(v.counters.denied)) record.denied.set(replica, n);
-      for (const g of v.granted) {
-        const loan: Loan = { ...g, lender: region };
-        record.loans.set(`${region}>${g.borrower}`, loan);
-      }
-      for (const [lender, seq] of Object.entries(v.returned)) {
-        record.returned.set(`${lender}>${region}`, { lender, borrower: region, seq });
-      }
-      const reserved: Record<string, number> = {};
-      for (const o of v.loansOut) {
-        if (loanOutstanding(o, now, epsUs))
-          reserved[o.borrower] = Math.max(reserved[o.borrower] ?? 0, o.units);
-      }
-      const current: Record<string, number> = {};
-      for (const g of v.granted) if (loanOutstanding(g, now, epsUs)) current[g.borrower] = g.units;
-      const inUse: InboundLoan[] = [];
-      for (const l of v.loansIn) {
-        if (loanUsable(l, v.returned[l.lender] ?? 0, now, epsUs)) {
-          inUse.push({ lender: l.lender, units: l.units, seq: l.seq });
-        }
-      }
-      let leased = 0;
-      for (const l of Object.values(v.leases)) if (now < l.expiryUs) leased += l.tokens;
-      const capacity = policy.limit.capacity;
-      const leasePinnedPpm = leased > 0 && capacity > 0 ? Math.ceil((SHARE_UNITS * leased) / capacity) : 0;
-      return {
-        nowUs: now,
-        recovering: v.recovering,
-        record,
-        reserved,
-        current,
-        inUse,
-        leasePinnedPpm,
-        readTicket: v.ticket,
-      };
+      return { ...keyStateOf(region, epsUs, policy.limit.capacity, v), readTicket: v.ticket };
     },
 
     async mergeRemote(policy, record) {
-      const loans: LoanRecord[] = [];
-      for (const loan of record.loans.values()) if (loan.borrower === region) loans.push(loan);
-      const counters: Record<string, number> = {};
-      for (const [replica, n] of record.consumed.p) counters[`p|${replica}`] = n;
-      for (const [replica, n] of record.consumed.n) counters[`n|${replica}`] = n;
-      for (const [replica, n] of record.denied) counters[`d|${replica}`] = n;
-      await store.mergeRemote(policy, loans, counters);
+      const { loans, counterFields } = mergeOf(region, record);
+      await store.mergeRemote(policy, loans, counterFields);
       for (const mark of record.returned.values()) {
         if (mark.lender !== region) continue;
         const id = `${policy.tenant}|${policy.resource}|${mark.borrower}`;

@@ -13,7 +13,7 @@ import {
   type PlantedBugs,
   runModel,
   scenarioFor,
-} from "../src/model/index.js";
+} from "../src/index.js";
 
 const QUIET: FaultOptions = { ...DEFAULT_MODEL_OPTIONS.faults, latencyMaxUs: 50_000 };
 

@@ -5,9 +5,9 @@
 // "ε is load-bearing" test); with it the peers exclude each other, the loans
 // are returned or lapse, and every checker passes.
 import { describe, expect, it } from "vitest";
-import { runModel } from "../src/model/index.js";
-import { DEFAULT_MODEL_OPTIONS, scenarioFor } from "../src/model/index.js";
-import type { ModelOptions, ModelResult } from "../src/model/types.js";
+import { runModel } from "../src/index.js";
+import { DEFAULT_MODEL_OPTIONS, scenarioFor } from "../src/index.js";
+import type { ModelOptions, ModelResult } from "../src/types.js";
 
 const QUIET = DEFAULT_MODEL_OPTIONS.faults;
 const CHECK = { safeFraction: 0.5, resumeFraction: 0.25 };

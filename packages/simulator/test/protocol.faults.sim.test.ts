@@ -7,7 +7,7 @@
 // that replays its seed (GQ_SEED=<n> … -t "<kind>").
 import { isLongMode } from "@geoquota/sim";
 import { describe, expect, it } from "vitest";
-import { HARSH_SEED_KINDS, runSeedKind, seedCountOf } from "../src/model/index.js";
+import { HARSH_SEED_KINDS, runSeedKind, seedCountOf } from "../src/index.js";
 
 const TOTAL = HARSH_SEED_KINDS.reduce((a, k) => a + seedCountOf(k), 0);
 /** Long mode runs 20× the seeds of each kind. */

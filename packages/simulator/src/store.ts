@@ -4,15 +4,20 @@
 // every method is one or more scripts, each atomic at the region's Redis TIME
 // of the instant it runs; grants and returns wait for a replica (WAIT) and are
 // reported only when durable; readKey reports every `g|`/`r|` field Redis
-// holds. Keep this file in step with redis-port.ts.
-import { KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
-import { type KeyLimit, loanOutstanding, loanUsable, type ReceivedLoan } from "@geoquota/core";
-import type { KeyPolicy } from "@geoquota/limiter";
-import { keyLimit } from "@geoquota/redis";
+// holds. The translation to the CRDT record is the daemon's own
+// (@geoquota/gossip keyStateOf, mergeOf), as in redis-port.ts.
+import type { ReturnedMark } from "@geoquota/crdt";
+import type { KeyLimit, KeyPolicy, LoanRecord, ReceivedLoan } from "@geoquota/core";
+import {
+  type DaemonStore,
+  type KeyState,
+  keyStateOf,
+  mergeOf,
+  type RedisKeyView,
+  type RolloutPort,
+} from "@geoquota/gossip";
+import { counterSetsOf, keyLimit } from "@geoquota/redis";
 import { decodeProposal } from "@geoquota/rollout";
-import type { RolloutPort } from "../daemon/rollout-step.js";
-import type { DaemonStore, KeyState } from "../daemon/store-port.js";
-import type { InboundLoan } from "../policy/index.js";
 import type { ModelRedis } from "./region.js";
 
 /** The simulation's only key, as the daemon names it. */
@@ -76,71 +81,18 @@ export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
       limitOf(policy);
       return env.exec((now) => {
         const r = env.redis();
-        const key = r.key;
-        const eps = r.timing.epsilonUs;
-        const record = KeyRecord.initial();
-        for (const [field, v] of key.counters) {
-          const kind = field.slice(0, 2);
-          const replica = field.slice(2);
-          if (kind === "p|") record.consumed.p.set(replica, v);
-          else if (kind === "n|") record.consumed.n.set(replica, v);
-          else if (kind === "d|") record.denied.set(replica, v);
-        }
-        const current: Record<string, number> = {};
-        for (const [borrower, g] of key.book.granted) {
-          const loan: Loan = {
-            lender: region,
-            borrower,
-            units: g.units,
-            deadlineUs: g.deadlineUs,
-            seq: g.seq,
-          };
-          record.loans.set(`${region}>${borrower}`, loan);
-          if (loanOutstanding(g, now, eps)) current[borrower] = g.units;
-        }
-        for (const [lender, seq] of key.book.returned) {
-          record.returned.set(`${lender}>${region}`, { lender, borrower: region, seq });
-        }
-        const reserved: Record<string, number> = {};
-        for (const [borrower, entries] of key.book.outstanding) {
-          for (const o of entries) {
-            if (loanOutstanding(o, now, eps)) reserved[borrower] = Math.max(reserved[borrower] ?? 0, o.units);
-          }
-        }
-        const inUse: InboundLoan[] = [];
-        for (const [lender, l] of key.book.received) {
-          if (loanUsable(l, key.book.returned.get(lender) ?? 0, now, eps)) {
-            inUse.push({ lender, units: l.units, seq: l.seq });
-          }
-        }
-        let leased = 0;
-        for (const l of key.leases.values()) if (now < l.expiryUs) leased += l.tokens;
-        const capacity = policy.limit.capacity;
-        const leasePinnedPpm = leased > 0 && capacity > 0 ? Math.ceil((1_000_000 * leased) / capacity) : 0;
-        return {
-          nowUs: now,
-          recovering: r.recovering(now),
-          record,
-          reserved,
-          current,
-          inUse,
-          leasePinnedPpm,
-        };
+        return keyStateOf(region, r.timing.epsilonUs, policy.limit.capacity, redisViewOf(region, r, now));
       });
     },
 
     async mergeRemote(policy, record) {
       const limit = limitOf(policy);
-      const loans: ReceivedLoan[] = [];
-      for (const l of record.loans.values()) {
-        if (l.borrower === region) {
-          loans.push({ lender: l.lender, loan: { units: l.units, deadlineUs: l.deadlineUs, seq: l.seq } });
-        }
-      }
-      const counters = new Map<string, number>();
-      for (const [replica, n] of record.consumed.p) counters.set(`p|${replica}`, n);
-      for (const [replica, n] of record.consumed.n) counters.set(`n|${replica}`, n);
-      for (const [replica, n] of record.denied) counters.set(`d|${replica}`, n);
+      const m = mergeOf(region, record);
+      const loans: ReceivedLoan[] = m.loans.map((l) => ({
+        lender: l.lender,
+        loan: { units: l.units, deadlineUs: l.deadlineUs, seq: l.seq },
+      }));
+      const counters = new Map(Object.entries(m.counterFields));
       await env.exec((now) => env.redis().merge(limit, loans, counters, now));
       for (const mark of record.returned.values()) {
         if (mark.lender !== region) continue;
@@ -192,4 +144,30 @@ export function createModelRolloutPort(env: ModelStoreEnv): RolloutPort {
     popProposals: (max) => env.exec(() => env.redis().proposals.splice(0, max).map(decodeProposal)),
     timeUs: () => env.exec((now) => now),
   };
+}
+
+/** The Redis view of the model's key, as inspect.lua reports it (store.ts inspectKey). */
+function redisViewOf(region: string, r: ModelRedis, nowUs: number): RedisKeyView {
+  const { counters, book, leases } = r.key;
+  const granted: LoanRecord[] = [];
+  for (const [borrower, g] of book.granted) granted.push({ lender: region, borrower, ...entry(g) });
+  const loansOut: LoanRecord[] = [];
+  for (const [borrower, entries] of book.outstanding)
+    for (const o of entries) loansOut.push({ lender: region, borrower, ...entry(o) });
+  const loansIn: LoanRecord[] = [];
+  for (const [lender, l] of book.received) loansIn.push({ lender, borrower: region, ...entry(l) });
+  return {
+    nowUs,
+    recovering: r.recovering(nowUs),
+    counters: counterSetsOf(counters),
+    granted,
+    returned: Object.fromEntries(book.returned),
+    loansOut,
+    loansIn,
+    leases: Object.fromEntries(leases),
+  };
+}
+
+function entry(l: { units: number; deadlineUs: number; seq: number }) {
+  return { units: l.units, deadlineUs: l.deadlineUs, seq: l.seq };
 }

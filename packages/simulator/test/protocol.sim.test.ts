@@ -20,13 +20,13 @@ import {
   runSeedKind,
   scenarioFor,
   seedCountOf,
-} from "../src/model/index.js";
+} from "../src/index.js";
 
 const LONG = isLongMode();
 /** Long mode runs 20× the seeds of each kind. */
 const KIND_TIMEOUT_MS = LONG ? 20 * 600_000 : 600_000;
 const QUIET: FaultOptions = { ...DEFAULT_MODEL_OPTIONS.faults, latencyMaxUs: 50_000 };
-const REPLAY = "pnpm exec vitest run --project gossip protocol.sim";
+const REPLAY = "pnpm exec vitest run --project simulator protocol.sim";
 
 function mustPass(r: ModelResult): void {
   if (!r.ok)

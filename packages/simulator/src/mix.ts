@@ -133,7 +133,7 @@ export function seedCountOf(kind: SeedKind): number {
 
 /** The command that replays one seed of a kind (`file`: the test file's filter, e.g. protocol.sim). */
 export function replayCommand(kind: SeedKind, file: string, seed: number): string {
-  return `GQ_SEED=${seed} pnpm exec vitest run --project gossip ${file} -t "${kind.label}"`;
+  return `GQ_SEED=${seed} pnpm exec vitest run --project simulator ${file} -t "${kind.label}"`;
 }
 
 export interface KindTotals {
