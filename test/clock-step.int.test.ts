@@ -4,19 +4,23 @@
 // file the test rewrites: stepped 1.5 s (6ε) forward and back to true time,
 // twice, then drifted forward 25 ms per 200 ms up to 1.5 s and stepped back.
 //
-// The workload is the one a forward step of a lender's clock endangers: region
-// 2 is quiet (2 req/s) and lends most of its share to region 1, which is hot
-// (2.5·r) and borrows all it can throughout. A lender whose clock jumps 1.5 s
-// ahead sees its loans lapse (deadline + ε on its clock) up to 1.25 s before
-// the borrower stops using them (deadline − ε on its own), and re-lends the
-// freed units to the same hot borrower, which then uses old and new loans at
-// once: about 0.45·r more than r for up to a second per step. C is small
-// (20, r = 100/s) so that excess is not hidden by the burst term of C + r·T.
-// With the clock check off, the exact oracle fails (planted row
-// clock-step-real-detector-off); with it on, the borrower refuses the
-// re-lent units (it judges the lender's clock frame on arrival, before the
-// grants that follow it on the link), returns the old loans early, and the
-// bound holds.
+// The workload is the one a forward step of a lender's clock endangers.
+// Region 1 is hot (2·r) throughout; region 2 is quiet (2 req/s) and lends it
+// most of its share, renewing the loan every round (a borrower holds one loan
+// per lender, the newest). Each fault (a 6ε step, or a drift to 6ε) lasts
+// 1.5 s with the renewals going on: renewed on the stepped clock, a loan's
+// deadline reads 1.5 s late, and the lender reserves it until deadline + ε on
+// its own clock, Δ − 2ε = 1 s less long than the borrower uses it (until
+// deadline − ε on its own). Then region 2's links are cut (no renewal, no
+// return) and it turns hot: once its reservation lapses it uses the units
+// itself while region 1 still uses the loan, ≈ 0.47·r above r for ≈ 1 s.
+// C is small (20, r = 100/s) so that excess is not hidden by the burst term
+// of C + r·T. With the clock check off the exact oracle fails (planted row
+// clock-step-real-detector-off: 281 admitted against 250.3 over 2.3 s); with
+// it on, region 1 excludes region 2 at the first clock frame after the fault,
+// refuses the renewals made on the stepped clock and returns the loan early
+// (freed on the return's receipt, before the cut), and the bound holds. Healed
+// and stepped back, region 2 is quiet again and lending must resume.
 //
 // The schedule is fixed (no step waits on the detector), so with the check off
 // the run is the same and it is the bound that fails, not a timeout. The
@@ -32,7 +36,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const policiesFile = fileURLToPath(new URL("./fixtures/policies-clock.json", import.meta.url));
 const limit = { capacity: 20, refillPerSecond: 100 };
-const HOT_PER_SECOND = 2.5 * limit.refillPerSecond;
+const HOT_PER_SECOND = 2 * limit.refillPerSecond;
+const QUIET_PER_SECOND = 2;
 const body = JSON.stringify({ tenant: "hot_tenant", resource: "api" });
 const redisLibc = process.env.GQ_REDIS_FAKETIME_SERVER ?? join(repoRoot, ".bin", "redis-server-libc");
 const libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
@@ -60,34 +65,31 @@ async function metricOf(gossipUrl: string, name: string, labels: string): Promis
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** One phase of the fixed schedule: the skewed clock's offset (or a drift to it), held for holdMs. */
-interface Phase {
+/** One clock fault of the fixed schedule: a step to offsetMs, or a drift to it by driftMsPer200. */
+interface Fault {
   readonly label: string;
   readonly offsetMs: number;
   readonly driftMsPer200?: number;
-  readonly holdMs: number;
-  /** Whether the pair must be out of lending during the phase (else back in). */
-  readonly out: boolean;
 }
 
-const SCHEDULE: readonly Phase[] = [
-  { label: "step forward +1.5 s", offsetMs: 1500, holdMs: 4000, out: true },
-  { label: "step back to true time", offsetMs: 0, holdMs: 5000, out: false },
-  { label: "step forward +1.5 s again", offsetMs: 1500, holdMs: 4000, out: true },
-  { label: "step back again", offsetMs: 0, holdMs: 5000, out: false },
-  {
-    label: "drift forward 25 ms per 200 ms to +1.5 s",
-    offsetMs: 1500,
-    driftMsPer200: 25,
-    holdMs: 2000,
-    out: true,
-  },
-  { label: "step back after the drift", offsetMs: 0, holdMs: 5000, out: false },
+const FAULTS: readonly Fault[] = [
+  { label: "step forward +1.5 s", offsetMs: 1500 },
+  { label: "step forward +1.5 s again", offsetMs: 1500 },
+  { label: "drift forward 25 ms per 200 ms to +1.5 s", offsetMs: 1500, driftMsPer200: 25 },
 ];
+/** The fault lasts this long (still quiet, lending) before the lender's links are cut (no renewal, no return). */
+const FAULT_BEFORE_CUT_MS = 1500;
+/**
+ * Cut, and the lender hot, for longer than D + Δ − ε (4.25 s): the last loan, renewed on the
+ * stepped clock, lapses on both sides (on the lender's 1 s before the borrower's without the check).
+ */
+const CUT_MS = 5000;
+/** Healed, stepped back and quiet again: lending must resume. */
+const BACK_MS = 6000;
 
 /** What the watcher saw in one phase. */
 interface Seen {
-  /** The hot region excluded the skewed one / the skewed one excluded the hot one, at some poll. */
+  /** The hot region excluded the skewed one / the skewed one excluded the hot one for its offset, at some poll. */
   hotOut: boolean;
   skewedOut: boolean;
   /** Some poll of the phase had both back in range. */
@@ -113,6 +115,8 @@ describe("clock faults on a real Redis (libfaketime)", () => {
     cluster = await startCluster({
       regions: 2,
       policiesFile,
+      // Gossip links behind Toxiproxy: the test cuts the lender off after each fault.
+      toxiproxy: true,
       logDir: join(dir, "logs"),
       redis: {
         [skewedId]: {
@@ -142,13 +146,16 @@ describe("clock faults on a real Redis (libfaketime)", () => {
     const samples: Admission[] = [];
     const t0 = performance.now();
     let driving = true;
-    const drive = async (url: string, perSecond: number) => {
+    // Open-loop traffic at a rate read on every tick (the schedule changes the skewed one).
+    const drive = async (url: string, perSecond: () => number) => {
       const inflight = new Set<Promise<void>>();
-      const start = performance.now();
-      let sent = 0;
+      let last = performance.now();
+      let due = 0;
       while (driving) {
-        const due = Math.floor(((performance.now() - start) / 1000) * perSecond);
-        while (sent < due && inflight.size < 64) {
+        const now = performance.now();
+        due = Math.min(due + ((now - last) / 1000) * perSecond(), 64);
+        last = now;
+        for (; due >= 1 && inflight.size < 64; due--) {
           const sentMs = performance.now() - t0;
           const p = fetch(`${url}/v1/check`, {
             method: "POST",
@@ -163,7 +170,6 @@ describe("clock faults on a real Redis (libfaketime)", () => {
             })
             .finally(() => inflight.delete(p));
           inflight.add(p);
-          sent++;
         }
         await sleep(5);
       }
@@ -182,9 +188,11 @@ describe("clock faults on a real Redis (libfaketime)", () => {
           clockOf(skewed.gossipUrl, hotId).catch(() => undefined),
         ]);
         if (cur !== undefined && h !== undefined && s !== undefined) {
-          if (h.excluded && !cur.hotOut) cur.outAtOffsetMs = offsetMs;
-          cur.hotOut ||= h.excluded;
-          cur.skewedOut ||= s.excluded;
+          // Out for the offset (not for a sample grown old while the links are cut).
+          const hOut = h.excluded && h.reason.startsWith("offset");
+          if (hOut && !cur.hotOut) cur.outAtOffsetMs = offsetMs;
+          cur.hotOut ||= hOut;
+          cur.skewedOut ||= s.excluded && s.reason.startsWith("offset");
           cur.bothIn ||= !h.excluded && !s.excluded;
           cur.maxOffsetUs = Math.max(cur.maxOffsetUs, Math.abs(h.offsetUs ?? 0));
         }
@@ -201,8 +209,24 @@ describe("clock faults on a real Redis (libfaketime)", () => {
       );
       return (g ?? 0) + (r ?? 0);
     };
-    const traffic = Promise.all([drive(hot.url, HOT_PER_SECOND), drive(skewed.url, 2)]);
-    const record: Array<{ phase: Phase; seen: Seen; grantedAfter: number }> = [];
+    let skewedPerSecond = QUIET_PER_SECOND;
+    const traffic = Promise.all([
+      drive(hot.url, () => HOT_PER_SECOND),
+      drive(skewed.url, () => skewedPerSecond),
+    ]);
+    const record: Array<{ label: string; out: boolean; drift: boolean; seen: Seen; grantedAfter: number }> =
+      [];
+    const newSeen = (): Seen => ({
+      hotOut: false,
+      skewedOut: false,
+      bothIn: false,
+      outAtOffsetMs: undefined,
+      maxOffsetUs: 0,
+    });
+    const setOffset = (ms: number) => {
+      offsetMs = ms;
+      writeFileSync(offsetFile, `+${(ms / 1000).toFixed(3)}s\n`);
+    };
     let grantedBefore = 0;
     try {
       // Start: both in range (no sample at all excludes), then the hot region borrows.
@@ -213,21 +237,39 @@ describe("clock faults on a real Redis (libfaketime)", () => {
       }
       await sleep(4000);
       grantedBefore = await grantedBy();
-      for (const phase of SCHEDULE) {
-        seen = { hotOut: false, skewedOut: false, bothIn: false, outAtOffsetMs: undefined, maxOffsetUs: 0 };
-        const step = phase.driftMsPer200;
-        if (step === undefined) {
-          offsetMs = phase.offsetMs;
-          writeFileSync(offsetFile, `+${(offsetMs / 1000).toFixed(3)}s\n`);
-        } else {
-          for (offsetMs = step; offsetMs <= phase.offsetMs; offsetMs += step) {
-            writeFileSync(offsetFile, `+${(offsetMs / 1000).toFixed(3)}s\n`);
+      for (const fault of FAULTS) {
+        seen = newSeen();
+        const step = fault.driftMsPer200;
+        if (step === undefined) setOffset(fault.offsetMs);
+        else
+          for (let ms = step; ms <= fault.offsetMs; ms += step) {
+            setOffset(ms);
             await sleep(200);
           }
-          offsetMs = phase.offsetMs;
-        }
-        await sleep(phase.holdMs);
-        record.push({ phase, seen, grantedAfter: await grantedBy() });
+        await sleep(FAULT_BEFORE_CUT_MS);
+        await cluster.setGossipLinks(skewedId, false);
+        skewedPerSecond = HOT_PER_SECOND;
+        await sleep(CUT_MS);
+        const faultSeen = seen;
+        seen = newSeen();
+        await cluster.setGossipLinks(skewedId, true);
+        setOffset(0);
+        skewedPerSecond = QUIET_PER_SECOND;
+        record.push({
+          label: fault.label,
+          out: true,
+          drift: step !== undefined,
+          seen: faultSeen,
+          grantedAfter: await grantedBy(),
+        });
+        await sleep(BACK_MS);
+        record.push({
+          label: `after ${fault.label}: healed, stepped back, quiet`,
+          out: false,
+          drift: false,
+          seen,
+          grantedAfter: await grantedBy(),
+        });
       }
     } finally {
       driving = false;
@@ -251,11 +293,11 @@ describe("clock faults on a real Redis (libfaketime)", () => {
     ).toBeGreaterThan(0);
     const lines = record.map(
       (r) =>
-        `${r.phase.label}: hot excluded the skewed region ${r.seen.hotOut}, skewed excluded hot ${r.seen.skewedOut}, both in range ${r.seen.bothIn}, max |offset| ${Math.round(r.seen.maxOffsetUs / 1000)} ms, loans granted or renewed so far ${r.grantedAfter}`,
+        `${r.label}: hot excluded the skewed region ${r.seen.hotOut}, skewed excluded hot ${r.seen.skewedOut}, both in range ${r.seen.bothIn}, max |offset| ${Math.round(r.seen.maxOffsetUs / 1000)} ms, loans granted or renewed so far ${r.grantedAfter}`,
     );
     const why = lines.join("\n");
     for (const [i, r] of record.entries()) {
-      if (r.phase.out) {
+      if (r.out) {
         // Each fault over 2ε takes the pair out of lending, on both sides.
         expect(r.seen.hotOut && r.seen.skewedOut, why).toBe(true);
         expect(r.seen.maxOffsetUs, why).toBeGreaterThan(1_000_000);
@@ -266,7 +308,7 @@ describe("clock faults on a real Redis (libfaketime)", () => {
       }
     }
     // The drift is caught before the offset matters (2ε; the check fires at ½·2ε plus what a round lags).
-    const drift = record.find((r) => r.phase.driftMsPer200 !== undefined);
+    const drift = record.find((r) => r.drift);
     expect(drift?.seen.outAtOffsetMs, why).toBeDefined();
     expect(drift?.seen.outAtOffsetMs ?? Number.POSITIVE_INFINITY, why).toBeLessThanOrEqual(TWO_EPS_MS);
 

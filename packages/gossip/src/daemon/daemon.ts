@@ -219,9 +219,10 @@ export class GossipDaemon {
           deps.metrics?.clockUncertainty.set({ peer }, r.estimate.uncertaintyUs / 1e6);
           // Judge the new estimate at once, not at this region's next round: a
           // peer sends its clock frame before the round's loan grants on the
-          // same link, so a grant made on a clock that just stepped ahead is
-          // refused (withoutExcludedLoans) instead of being taken into use
-          // for up to a round beside the loans that clock already freed.
+          // same link, so a loan granted on a clock that just stepped ahead
+          // (its deadline read that far too late) is refused
+          // (withoutExcludedLoans) instead of replacing the one in use for up
+          // to a round, and this region's next round returns the old one.
           if (clocks !== undefined) this.clockEvaluate(clocks);
         }
       },
