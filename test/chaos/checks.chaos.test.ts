@@ -50,6 +50,37 @@ describe("Σ shares ≤ U", () => {
     expect(v.maxSumPpm).toBe(1_000_000);
     expect(v.groupsSkipped).toBeGreaterThan(0);
   });
+
+  it("pairs samples on the client's clock, not on a Redis TIME that was stepped", () => {
+    // Weights move from 1:1:1 to 2:3:2 at t=1000 ms; region 0's Redis clock runs 776 ms
+    // behind (a soak's clock step), so its nowUs after the change read like the others'
+    // before it. Paired by nowUs that made 428 572 + 333 333 + 333 334 > U (seed 26005).
+    const stepped = (region: number, tMs: number, sharePpm: number, offsetMs: number) => ({
+      ...sample(region, tMs, sharePpm),
+      nowUs: (tMs + offsetMs) * 1000,
+    });
+    const samples: QuotaSample[] = [];
+    for (let t = 0; t < 2000; t += 40) {
+      const before = t < 1000;
+      samples.push(stepped(0, t, before ? 333_333 : 285_714, -776));
+      samples.push(stepped(1, t + 2, before ? 333_333 : 428_572, 0));
+      samples.push(stepped(2, t + 3, before ? 333_334 : 285_714, 0));
+    }
+    const v = checkShareSum(samples, 3, { maxSpreadMs: 30 });
+    expect(v.ok, JSON.stringify(v.violations)).toBe(true);
+    expect(v.maxSumPpm).toBe(1_000_000);
+    expect(v.groupsChecked).toBe(samples.length);
+    // And an overshoot at one real instant is still caught, whatever the Redis clocks read.
+    samples.push(stepped(0, 1500, 400_000, -776));
+    expect(checkShareSum(samples, 3, { maxSpreadMs: 30 }).ok).toBe(false);
+  });
+
+  it("skips a group whose requests took longer than the pairing window (no real instant in common)", () => {
+    const slow = { ...sample(1, 100, 500_000), answeredMs: 160 };
+    const v = checkShareSum([sample(0, 100, 600_000), slow, sample(2, 101, 100_000)], 3, { maxSpreadMs: 30 });
+    expect(v.groupsChecked).toBe(0);
+    expect(v.groupsSkipped).toBe(3);
+  });
 });
 
 describe("convergence", () => {

@@ -1,11 +1,18 @@
 // The checks of a chaos run besides the global bound (which is the sim's
 // exact oracle). Pure functions over what the run recorded.
 //
-// Σ shares ≤ U from samples taken at slightly different instants. Each
-// sample carries the Redis TIME its view was computed at; the cluster's
-// Redis servers share this host's clock, so we group one sample per region
-// with pairwise distance ≤ maxSpreadMs on that clock and require Σ ≤ U for
-// the group. Why a group spread δ cannot invent a violation: every share
+// Σ shares ≤ U from samples taken at slightly different instants. Samples
+// are grouped on the client's clock, the one clock every sample shares: a
+// region's view was computed at some real instant between the request's
+// sending (tMs) and its answer (answeredMs), so a group of one sample per
+// region whose requests were all sent and answered within maxSpreadMs holds
+// views at most δ = maxSpreadMs apart in real time. Not on the regions'
+// Redis TIME (the view's nowUs): that is one host clock only while no Redis
+// clock is stepped, and a soak steps them (libfaketime) by more than 2ε, so
+// a region's samples would be paired with the others' from up to a second
+// earlier or later: seed 26005 "failed" at 1.16 U pairing a region stepped
+// 776 ms back with the others' samples from before a policy change.
+// Why a group spread δ cannot invent a violation: every share
 // change that moves units between regions is ordered by a gossip message or
 // by ε. A borrower starts using a loan only after the lender's grant crossed
 // a link; it stops (return, or deadline − ε) before the lender frees the
@@ -39,19 +46,22 @@ export interface ShareSumVerdict {
   }>;
 }
 
-function nearest(sorted: readonly QuotaSample[], us: number): QuotaSample | undefined {
+/** The middle of the client-clock interval the view was computed in, ms. */
+const mid = (s: QuotaSample) => (s.tMs + s.answeredMs) / 2;
+
+function nearest(sorted: readonly QuotaSample[], ms: number): QuotaSample | undefined {
   let lo = 0;
   let hi = sorted.length;
   while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (sorted[mid]!.nowUs < us) lo = mid + 1;
-    else hi = mid;
+    const m = (lo + hi) >> 1;
+    if (mid(sorted[m]!) < ms) lo = m + 1;
+    else hi = m;
   }
   const a = sorted[lo - 1];
   const b = sorted[lo];
   if (!a) return b;
   if (!b) return a;
-  return us - a.nowUs <= b.nowUs - us ? a : b;
+  return ms - mid(a) <= mid(b) - ms ? a : b;
 }
 
 export function checkShareSum(
@@ -60,14 +70,13 @@ export function checkShareSum(
   options: { maxSpreadMs: number; units?: number },
 ): ShareSumVerdict {
   const units = options.units ?? SHARE_UNITS;
-  const spreadUs = options.maxSpreadMs * 1000;
   const by: QuotaSample[][] = Array.from({ length: regions }, () => []);
   for (const s of samples) by[s.region]?.push(s);
   const gaps: number[] = [];
   for (const list of by) {
     const byTime = [...list].sort((a, b) => a.tMs - b.tMs);
     for (let i = 1; i < byTime.length; i++) gaps.push(byTime[i]!.tMs - byTime[i - 1]!.tMs);
-    list.sort((a, b) => a.nowUs - b.nowUs);
+    list.sort((a, b) => mid(a) - mid(b));
   }
   gaps.sort((a, b) => a - b);
   let maxRegion = 0;
@@ -79,11 +88,12 @@ export function checkShareSum(
   for (const anchor of samples) {
     const group: QuotaSample[] = [];
     for (let r = 0; r < regions; r++) {
-      const s = r === anchor.region ? anchor : nearest(by[r]!, anchor.nowUs);
+      const s = r === anchor.region ? anchor : nearest(by[r]!, mid(anchor));
       if (s) group.push(s);
     }
-    const times = group.map((s) => s.nowUs);
-    if (group.length < regions || Math.max(...times) - Math.min(...times) > spreadUs) {
+    // Every view of the group lies in [first sent, last answered] on the client's clock.
+    const span = Math.max(...group.map((s) => s.answeredMs)) - Math.min(...group.map((s) => s.tMs));
+    if (group.length < regions || span > options.maxSpreadMs) {
       skipped++;
       continue;
     }
@@ -92,7 +102,12 @@ export function checkShareSum(
     for (const s of group) if (s.sharePpm > maxRegion) maxRegion = s.sharePpm;
     if (sum > maxSum) maxSum = sum;
     if (sum > units && violations.length < 5)
-      violations.push({ sumPpm: sum, atMs: anchor.tMs, shares: group.map((s) => s.sharePpm), nowUs: times });
+      violations.push({
+        sumPpm: sum,
+        atMs: anchor.tMs,
+        shares: group.map((s) => s.sharePpm),
+        nowUs: group.map((s) => s.nowUs),
+      });
   }
   return {
     ok: violations.length === 0,

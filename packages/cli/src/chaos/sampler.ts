@@ -1,8 +1,8 @@
 // Samples every region's view of one key (GET /v1/quotas/:tenant/:resource)
 // on one shared tick, ≤ 50 ms apart: the share in use, recovery, the CRDT
 // counters and the region's Redis TIME (`nowUs`) the view was computed at.
-// All regions of a local cluster run their Redis on this host, so their
-// `nowUs` are readings of one clock; checks.ts pairs samples by it. A region
+// checks.ts pairs samples by the client's clock (tMs, answeredMs), not by
+// `nowUs`: a soak steps the regions' Redis clocks apart (libfaketime). A region
 // that does not answer in time leaves a gap, never an error: during faults
 // that is what there is to see. A slow region never delays the others.
 

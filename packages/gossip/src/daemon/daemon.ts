@@ -212,10 +212,18 @@ export class GossipDaemon {
         this.flushMerges();
       },
       onClock: (peer, frame) => {
-        const r = this.clocks?.incoming(peer, frame, this.now() * 1000);
+        const clocks = this.clocks;
+        const r = clocks?.incoming(peer, frame, this.now() * 1000);
         if (r?.ok) {
           deps.metrics?.clockOffset.set({ peer }, r.estimate.offsetUs / 1e6);
           deps.metrics?.clockUncertainty.set({ peer }, r.estimate.uncertaintyUs / 1e6);
+          // Judge the new estimate at once, not at this region's next round: a
+          // peer sends its clock frame before the round's loan grants on the
+          // same link, so a loan granted on a clock that just stepped ahead
+          // (its deadline read that far too late) is refused
+          // (withoutExcludedLoans) instead of replacing the one in use for up
+          // to a round, and this region's next round returns the old one.
+          if (clocks !== undefined) this.clockEvaluate(clocks);
         }
       },
     });
