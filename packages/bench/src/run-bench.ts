@@ -5,13 +5,25 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { startRedis } from "@geoquota/procs";
 import { benchCrdtGossip, type CrdtGossipResult } from "./crdt-gossip.js";
+import { benchDegraded, type DegradedResult } from "./degraded.js";
+import { benchFootprint, type FootprintResult } from "./footprint.js";
 import { benchHttpPath, type HttpPathResult } from "./http-path.js";
 import { benchLeasedPath, type LeasedPathResult } from "./leased-path.js";
 import { describeMachine, type Machine } from "./machine.js";
 import { benchMemory, type MemoryResult } from "./memory.js";
 import { benchRedisPath, type RedisPathResult } from "./redis-path.js";
 import { benchRlsPath, type RlsPathResult } from "./rls-path.js";
-import { crdtRows, httpRows, leasedRows, memoryRows, redisRows, rlsRows, skewRows } from "./rows.js";
+import {
+  crdtRows,
+  degradedRows,
+  footprintRows,
+  httpRows,
+  leasedRows,
+  memoryRows,
+  redisRows,
+  rlsRows,
+  skewRows,
+} from "./rows.js";
 import { benchSkew, type SkewResult, type StartCluster } from "./skew.js";
 import { renderTable } from "./table.js";
 import type { Budget, Row, Write } from "./types.js";
@@ -28,7 +40,17 @@ export interface RunBenchOptions {
 }
 
 /** Section names for `--section` (a before/after of one path without the whole run). */
-export const SECTIONS = ["redis", "http", "leased", "crdt", "skew", "memory", "rls"] as const;
+export const SECTIONS = [
+  "redis",
+  "http",
+  "leased",
+  "crdt",
+  "skew",
+  "memory",
+  "rls",
+  "degraded",
+  "footprint",
+] as const;
 export type SectionName = (typeof SECTIONS)[number];
 
 /** The sections to run: all, or the names given (GQ_ERR-style message naming a wrong one). */
@@ -54,6 +76,8 @@ export interface BenchReport {
   readonly skew?: SkewResult;
   readonly memory?: MemoryResult;
   readonly rlsPath?: RlsPathResult;
+  readonly degraded?: DegradedResult;
+  readonly footprint?: FootprintResult;
   readonly rows: Row[];
 }
 
@@ -108,6 +132,13 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
   const rlsPath = await section("rls", "7 rls (gRPC) beside http", () =>
     withRedis((s) => benchRlsPath(s, { ...budget, runMs: o.smoke ? 1000 : 5000 })),
   );
+  const degraded = await section("degraded", "8 degraded: the region's Redis down", () =>
+    benchDegraded(budget),
+  );
+  // Never fails the run: a cluster that does not start is reported, not thrown.
+  const footprint = await section("footprint", "9 footprint of idle processes", () =>
+    benchFootprint(o.startCluster, budget),
+  );
   const rows = [
     ...(redisPath ? redisRows(redisPath) : []),
     ...(httpPath ? httpRows(httpPath) : []),
@@ -116,6 +147,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(skew ? skewRows(skew) : []),
     ...(memory ? memoryRows(memory) : []),
     ...(rlsPath ? rlsRows(rlsPath) : []),
+    ...(degraded ? degradedRows(degraded) : []),
+    ...(footprint ? footprintRows(footprint) : []),
   ];
   const report: BenchReport = {
     mode: o.smoke ? "smoke" : "full",
@@ -129,6 +162,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(skew ? { skew } : {}),
     ...(memory ? { memory } : {}),
     ...(rlsPath ? { rlsPath } : {}),
+    ...(degraded ? { degraded } : {}),
+    ...(footprint ? { footprint } : {}),
     rows,
   };
   const out = resolve(o.outPath);
