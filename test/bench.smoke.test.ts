@@ -36,6 +36,8 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
     "memory",
     "rlsPath",
     "peers",
+    "degraded",
+    "footprint",
     "rows",
   ]) {
     expect(report[section], section).toBeDefined();
@@ -56,6 +58,8 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
     crdtGossip: { gossip: unknown[] };
     skew: { phases: unknown[] };
     memory: { rows: unknown[] };
+    degraded: { modes: { outage: { decisions: number } }[] };
+    footprint: { regions: number };
     rlsPath: {
       runs: { path: string; rate: number; decisionsPerSecond: number; errors: number; denied: number }[];
       ratios: unknown[];
@@ -68,10 +72,14 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
   expect(r.redisPath.batch500.decisions).toBeGreaterThan(0);
   expect(r.redisPath.batch1ms.decisions).toBeGreaterThan(0);
   expect(r.httpPath.runs.length).toBe(6);
-  expect(r.leasedPath.variants.length).toBe(2);
+  expect(r.leasedPath.variants.length).toBe(3);
   expect(r.crdtGossip.gossip.length).toBe(2);
   expect(r.skew.phases.length).toBe(4);
   expect(r.memory.rows.length).toBe(5);
+  // Degraded: all three modes decided during the outage; footprint never fails the run.
+  expect(r.degraded.modes.length).toBe(3);
+  for (const m of r.degraded.modes) expect(m.outage.decisions).toBeGreaterThan(0);
+  expect(r.footprint.regions).toBeGreaterThanOrEqual(0);
   // The RLS section: both paths at 1k, 5k and flat out, every decision an admission.
   expect(r.rlsPath.runs.map((x) => `${x.path}@${x.rate}`)).toEqual([
     "http@1000",

@@ -1,7 +1,10 @@
-// Section 3: the leased in-process path (LeasePool → LeasedClient.tryTake,
-// awaiting one acquire only when the held leases run dry) against
-// rate-limiter-flexible's RateLimiterMemory, alternating runs, 1,000 keys.
-// Redis ops per decision come from INFO commandstats on the store's Redis.
+// Section 3: the leased in-process path (LeasedClient.tryTake, awaiting one
+// acquire only when the held leases run dry) against rate-limiter-flexible's
+// RateLimiterMemory, alternating runs, 1,000 keys. Variants: the config's
+// fixed batch through LeasePool.get per decision (as before issue 24 point 4);
+// the same smallest batch sized from the observed rate (`leased.maxBatch`) by a
+// caller that holds its clients (no lookup per decision: the headline); a fixed
+// batch of 500. Redis ops per decision come from INFO commandstats.
 import { createRedisStore, initFreshRegion } from "@geoquota/limiter";
 import { LeasePool } from "@geoquota/limiter/internal";
 import type { RedisServer } from "@geoquota/procs";
@@ -17,7 +20,24 @@ const MAX_OPS_PER_RUN = 50_000_000;
 export const LEASE_BATCH = 50;
 /** A larger batch, to show what the Redis-ops target needs. */
 export const LEASE_BATCH_LARGE = 500;
+/** The config default `leased.maxBatch` (packages/config): the sized batch's ceiling. */
+export const LEASE_MAX_BATCH = 5000;
+
+/** One variant: smallest batch, its ceiling (= batch: fixed), and whether the caller holds its clients. */
+interface VariantSpec {
+  readonly batch: number;
+  readonly maxBatch: number;
+  readonly held: boolean;
+}
+
+const VARIANTS: readonly VariantSpec[] = [
+  { batch: LEASE_BATCH, maxBatch: LEASE_BATCH, held: false },
+  { batch: LEASE_BATCH, maxBatch: LEASE_MAX_BATCH, held: true },
+  { batch: LEASE_BATCH_LARGE, maxBatch: LEASE_BATCH_LARGE, held: false },
+];
 const SEQUENCE = 1 << 16;
+/** Unmeasured warm-up before each measured run. */
+const WARM_MS = 1000;
 
 /**
  * A fixed pseudo-random key order (LCG, seeded): round-robin would drain
@@ -40,6 +60,10 @@ export interface InProcessFigures extends LatencySummary {
 
 export interface LeasedVariant {
   readonly leaseBatch: number;
+  /** Ceiling of the rate-sized batch (= leaseBatch: fixed). */
+  readonly maxBatch: number;
+  /** The caller holds one LeasedClient per key (no LeasePool.get per decision). */
+  readonly heldClients: boolean;
   readonly geoquota: InProcessFigures;
   readonly ratioVsRlfMemory: number;
   /** Script round-trips (acquire + release) per decision. */
@@ -122,8 +146,8 @@ export async function benchLeasedPath(server: RedisServer, budget: Budget): Prom
   const rlfSlow = (i: number) => rlf.consume(`t${seq[i & (SEQUENCE - 1)]!}`, 1);
   const rlfRuns: Run[] = [];
   const variants: LeasedVariant[] = [];
-  for (const batch of [LEASE_BATCH, LEASE_BATCH_LARGE]) {
-    const { variant, rlfRuns: rr } = await benchBatch(server, budget, batch, seq, rlfSlow);
+  for (const spec of VARIANTS) {
+    const { variant, rlfRuns: rr } = await benchBatch(server, budget, spec, seq, rlfSlow);
     variants.push(variant);
     rlfRuns.push(...rr);
   }
@@ -133,7 +157,7 @@ export async function benchLeasedPath(server: RedisServer, budget: Budget): Prom
 async function benchBatch(
   server: RedisServer,
   budget: Budget,
-  batch: number,
+  spec: VariantSpec,
   seq: Uint16Array,
   rlfSlow: (i: number) => Promise<unknown>,
 ): Promise<{ variant: LeasedVariant; rlfRuns: Run[] }> {
@@ -142,27 +166,35 @@ async function benchBatch(
   await redis.flushall();
   await initFreshRegion(redis);
   const store = createRedisStore({ redis, region: BENCH_REGION, timing: TIMING });
+  const { batch, maxBatch } = spec;
   const pool = new LeasePool(store, {
     batch,
     lowWater: Math.floor(batch / 5),
+    maxBatch,
     durationMs: 2000,
     marginMs: 100,
     maxKeys: 10_000,
   });
   const policies = benchPolicies();
   const policyOf = (i: number) => policies[seq[i & (SEQUENCE - 1)]!]!;
-  const sync = (i: number) => pool.get(policyOf(i)).tryTake(1);
-  const slow = (i: number) => pool.get(policyOf(i)).take(1);
-
-  await loop(Math.min(500, budget.runMs), sync, slow);
-  await loop(Math.min(500, budget.runMs), undefined, rlfSlow);
+  const clients = policies.map((p) => pool.get(p));
+  const clientOf = (i: number) => clients[seq[i & (SEQUENCE - 1)]!]!;
+  const sync = spec.held
+    ? (i: number) => clientOf(i).tryTake(1)
+    : (i: number) => pool.get(policyOf(i)).tryTake(1);
+  const slow = spec.held ? (i: number) => clientOf(i).take(1) : (i: number) => pool.get(policyOf(i)).take(1);
 
   const g: Run[] = [];
   const r: Run[] = [];
   const ratios: number[] = [];
   const before = await commandStats(stats);
+  // Steady demand (issue 24 point 4): each measured run follows an unmeasured warm-up of the
+  // same path, so leases that ended while the other side ran are not the figure.
+  const warmMs = Math.min(WARM_MS, budget.runMs);
   for (let round = 0; round < budget.rounds; round++) {
+    await loop(warmMs, sync, slow);
     const gr = await loop(budget.runMs, sync, slow);
+    await loop(warmMs, undefined, rlfSlow);
     const rr = await loop(budget.runMs, undefined, rlfSlow);
     g.push(gr);
     r.push(rr);
@@ -179,6 +211,8 @@ async function benchBatch(
   return {
     variant: {
       leaseBatch: batch,
+      maxBatch,
+      heldClients: spec.held,
       geoquota: summary(g),
       ratioVsRlfMemory: median(ratios),
       redisOpsPerDecision: decisions > 0 ? ops / decisions : 0,

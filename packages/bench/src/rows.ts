@@ -2,6 +2,8 @@
 // one table of targets: packages/bench/README.md) and whether this run met it.
 import type { CrdtGossipResult } from "./crdt-gossip.js";
 import type { HttpPathResult } from "./http-path.js";
+import type { DegradedResult } from "./degraded.js";
+import type { FootprintResult } from "./footprint.js";
 import type { LeasedPathResult } from "./leased-path.js";
 import type { MemoryResult } from "./memory.js";
 import type { RedisPathResult } from "./redis-path.js";
@@ -107,7 +109,8 @@ export function leasedRows(l: LeasedPathResult): Row[] {
     },
   ];
   for (const v of l.variants) {
-    const name = `leased (batch ${v.leaseBatch})`;
+    const sized = v.maxBatch > v.leaseBatch ? ` sized ≤ ${v.maxBatch}` : "";
+    const name = `leased (batch ${v.leaseBatch}${sized}${v.heldClients ? ", held clients" : ", pool.get"})`;
     rows.push(
       {
         section: s,
@@ -216,6 +219,61 @@ export function rlsRows(r: RlsPathResult): Row[] {
       metric: `gRPC ÷ HTTP @ ${at(q.rate)}: decisions/s, p50, p99`,
       value: `${fmt.ratio(q.decisionsPerSecond)}, ${fmt.ratio(q.p50)}, ${fmt.ratio(q.p99)}`,
       target: "",
+    });
+  }
+  return rows;
+}
+
+export function degradedRows(d: DegradedResult): Row[] {
+  const s = "8 degraded (Redis down)";
+  const rows: Row[] = [];
+  for (const m of d.modes) {
+    const h = m.healthy;
+    const o = m.outage;
+    rows.push(
+      {
+        section: s,
+        metric: `${m.mode}: healthy decisions/s, p50 / p99 (reference)`,
+        value: `${fmt.int(h.decisions / h.seconds)}, ${fmt.us(h.p50Us)} / ${fmt.us(h.p99Us)}`,
+        target: "",
+      },
+      {
+        section: s,
+        metric: `${m.mode}: Redis down, decisions/s, p50 / p99 / max`,
+        value: `${fmt.int(o.decisions / o.seconds)}, ${fmt.us(o.p50Us)} / ${fmt.us(o.p99Us)} / ${fmt.us(o.maxUs)}`,
+        target: "p99 ≤ 1 s",
+        met: o.p99Us <= 1_000_000,
+      },
+      {
+        section: s,
+        metric: `${m.mode}: Redis down, admitted ÷ bound (admitted, bound)`,
+        value: `${m.bound > 0 ? fmt.num(m.admittedOverBound) : "—"} (${fmt.int(o.admitted)}, ${fmt.int(m.bound)})`,
+        target: "≤ 1",
+        met: o.admitted <= m.bound,
+      },
+    );
+  }
+  return rows;
+}
+
+export function footprintRows(f: FootprintResult): Row[] {
+  const s = "9 footprint (idle RSS)";
+  const mb = (b: number) => `${(b / 1048576).toFixed(1)} MB`;
+  const rows: Row[] = [
+    {
+      section: s,
+      metric: "cluster started (regions asked)",
+      value: `${f.regions} (${f.regionsAsked})${f.note ? `; ${f.note}` : ""}`,
+      target: "",
+    },
+  ];
+  for (const k of f.kinds) {
+    rows.push({
+      section: s,
+      metric: `${k.kind}: RSS max / median over ${k.processes} processes (heap used)`,
+      value: `${mb(k.maxRssBytes)} / ${mb(k.medianRssBytes)} (${mb(k.medianHeapUsedBytes)})`,
+      target: "≤ 60 MB",
+      met: k.maxRssBytes <= 60 * 1048576,
     });
   }
   return rows;

@@ -5,6 +5,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { startRedis } from "@geoquota/procs";
 import { benchCrdtGossip, type CrdtGossipResult } from "./crdt-gossip.js";
+import { benchDegraded, type DegradedResult } from "./degraded.js";
+import { benchFootprint, type FootprintResult } from "./footprint.js";
 import { benchHttpPath, type HttpPathResult } from "./http-path.js";
 import { benchLeasedPath, type LeasedPathResult } from "./leased-path.js";
 import { describeMachine, type Machine } from "./machine.js";
@@ -12,7 +14,17 @@ import { benchMemory, type MemoryResult } from "./memory.js";
 import { benchPeers, type PeersResult, peersRows, type StartPeersCluster } from "./peers.js";
 import { benchRedisPath, type RedisPathResult } from "./redis-path.js";
 import { benchRlsPath, type RlsPathResult } from "./rls-path.js";
-import { crdtRows, httpRows, leasedRows, memoryRows, redisRows, rlsRows, skewRows } from "./rows.js";
+import {
+  crdtRows,
+  degradedRows,
+  footprintRows,
+  httpRows,
+  leasedRows,
+  memoryRows,
+  redisRows,
+  rlsRows,
+  skewRows,
+} from "./rows.js";
 import { benchSkew, type SkewResult } from "./skew.js";
 import { renderTable } from "./table.js";
 import type { Budget, Row, Write } from "./types.js";
@@ -29,7 +41,18 @@ export interface RunBenchOptions {
 }
 
 /** Section names for `--section` (a before/after of one path without the whole run). */
-export const SECTIONS = ["redis", "http", "leased", "crdt", "skew", "memory", "rls", "peers"] as const;
+export const SECTIONS = [
+  "redis",
+  "http",
+  "leased",
+  "crdt",
+  "skew",
+  "memory",
+  "rls",
+  "degraded",
+  "footprint",
+  "peers",
+] as const;
 export type SectionName = (typeof SECTIONS)[number];
 
 /** The sections to run: all, or the names given (GQ_ERR-style message naming a wrong one). */
@@ -56,6 +79,8 @@ export interface BenchReport {
   readonly memory?: MemoryResult;
   readonly rlsPath?: RlsPathResult;
   readonly peers?: PeersResult;
+  readonly degraded?: DegradedResult;
+  readonly footprint?: FootprintResult;
   readonly rows: Row[];
 }
 
@@ -110,6 +135,13 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
   const rlsPath = await section("rls", "7 rls (gRPC) beside http", () =>
     withRedis((s) => benchRlsPath(s, { ...budget, runMs: o.smoke ? 1000 : 5000 })),
   );
+  const degraded = await section("degraded", "8 degraded: the region's Redis down", () =>
+    benchDegraded(budget),
+  );
+  // Never fails the run: a cluster that does not start is reported, not thrown.
+  const footprint = await section("footprint", "9 footprint of idle processes", () =>
+    benchFootprint(o.startCluster, budget),
+  );
   const peers = await section("peers", "10 peers (gubernator, envoyproxy/ratelimit) under a partition", () =>
     benchPeers(o.startCluster, budget),
   );
@@ -121,6 +153,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(skew ? skewRows(skew) : []),
     ...(memory ? memoryRows(memory) : []),
     ...(rlsPath ? rlsRows(rlsPath) : []),
+    ...(degraded ? degradedRows(degraded) : []),
+    ...(footprint ? footprintRows(footprint) : []),
     ...(peers ? peersRows(peers) : []),
   ];
   const report: BenchReport = {
@@ -135,6 +169,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(skew ? { skew } : {}),
     ...(memory ? { memory } : {}),
     ...(rlsPath ? { rlsPath } : {}),
+    ...(degraded ? { degraded } : {}),
+    ...(footprint ? { footprint } : {}),
     ...(peers ? { peers } : {}),
     rows,
   };

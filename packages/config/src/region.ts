@@ -27,6 +27,12 @@ const leasedSchema = z
     enabled: z.boolean().default(false),
     batch: intIn(1, 1_000_000).default(50),
     lowWater: intIn(0, 1_000_000).default(10),
+    /**
+     * Batch sized from the observed rate (issue 24 point 4): each acquire asks for about a
+     * second's worth of the key's rate, at least `batch`, at most this; the low-water mark
+     * and a refresh before the lease ends follow the rate too. Absent: `batch` (fixed).
+     */
+    maxBatch: intIn(1, 1_000_000).optional(),
     /** In-process lease duration (the bucket reserves it this long, from Redis TIME). */
     durationMs: intIn(100, 600_000).default(2000),
     /**
@@ -39,6 +45,10 @@ const leasedSchema = z
   })
   .default({ enabled: false, batch: 50, lowWater: 10, durationMs: 2000, marginMs: 100, maxKeys: 10_000 })
   .refine((l) => l.lowWater < l.batch, { message: "expected lowWater < batch", path: ["lowWater"] })
+  .refine((l) => l.maxBatch === undefined || l.maxBatch >= l.batch, {
+    message: "expected maxBatch >= batch",
+    path: ["maxBatch"],
+  })
   .refine((l) => l.marginMs < l.durationMs, {
     message: "expected marginMs < durationMs",
     path: ["marginMs"],

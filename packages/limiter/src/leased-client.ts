@@ -42,6 +42,20 @@ export function leaseWindow(
   return { usableUntilMs: sentAtMs + grantedMs - marginMs, goneAtStoreMs: nowMs + grantedMs };
 }
 
+/**
+ * The most tokens one leased client holds at once: a fixed batch prefetches one batch at the
+ * low-water mark (batch + lowWater); a rate-sized one may hold an ending lease's rest beside
+ * a new batch, each at most maxBatch, its mark at most half a batch (2·maxBatch + lowWater).
+ */
+export function leasedHeldBound(l: {
+  batch: number;
+  lowWater: number;
+  maxBatch?: number | undefined;
+}): number {
+  const max = l.maxBatch ?? l.batch;
+  return max > l.batch ? 2 * max + l.lowWater : l.batch + l.lowWater;
+}
+
 /** A store that releases finished leases and acquires the next in one call (RedisRegionStore). */
 export interface LeaseRenewingStore {
   renewLease(
@@ -60,10 +74,22 @@ function canRenew(s: RegionStore): s is RegionStore & LeaseRenewingStore {
 const MAX_CARRIED_RELEASES = 64;
 
 export interface LeasedClientOptions {
-  /** Tokens asked for per lease (default 50). */
+  /** Tokens asked for per lease (default 50); with `maxBatch` above it, the smallest batch asked. */
   readonly batch?: number;
-  /** Prefetch when available tokens fall to this or below (default 10). */
+  /** Prefetch when available tokens fall to this or below (default 10); with sizing, the smallest mark. */
   readonly lowWater?: number;
+  /**
+   * Batch sized from the observed rate (issue 24 point 4): each acquire asks for the tokens
+   * the key takes in `sizeForMs` at the rate seen since the previous acquire, at least `batch`
+   * and at most this (default `batch`: no sizing); a key that ran dry since its last acquire
+   * asks for at least twice its last batch. With sizing on, the low-water mark also
+   * grows to the tokens taken during two acquire round-trips (at most half a batch), and a
+   * key in use asks for its next lease one round-trip before its newest lease ends, so a
+   * key under steady demand never runs dry.
+   */
+  readonly maxBatch?: number;
+  /** With sizing: a lease holds about this long's worth of tokens (default durationMs / 2). */
+  readonly sizeForMs?: number;
   /** Lease duration asked of the store (default 2000 ms). */
   readonly durationMs?: number;
   /** Stop this long before the computed end (default 100 ms). */
@@ -121,6 +147,37 @@ export class LeasedClient {
   private readonly pacingMs: number | undefined;
   private readonly clock: MonotonicClock;
   private readonly onError: (err: unknown) => void;
+  private readonly maxBatch: number;
+  private readonly sizeForMs: number;
+  /** Sizing on (`maxBatch` > `batch`): batch and low-water mark from the observed rate. */
+  private readonly sizing: boolean;
+  /** Tokens left in leases[1..] (the fast path spends leases[0] only); kept by recount(). */
+  private restBehind = 0;
+  /** With sizing: when the newest lease is one lead time from its end (recount()); else never. */
+  private refreshAtMs = Number.POSITIVE_INFINITY;
+  /** Low-water mark in force (sized from the rate when sizing is on). */
+  private lowWaterNow: number;
+  /** Tokens taken since the client began (the rate estimate's numerator). */
+  private taken = 0;
+  private sampleAtMs: number | undefined;
+  private sampleTaken = 0;
+  /**
+   * Time this client had no tokens for a take (from a failed take to the next grant): left
+   * out of the rate's elapsed time, so a key that waits for its leases is sized by the rate
+   * it is spent at while it has tokens, not by the rate its waits allow.
+   */
+  private dryMs = 0;
+  private drySinceMs: number | undefined;
+  private sampleDryMs = 0;
+  private dryAtLastSizeMs = 0;
+  private lastBatch: number;
+  /** Observed tokens per ms, smoothed over acquires (sizing only). */
+  private ratePerMs = 0;
+  /** Observed acquire round-trip, smoothed (ms). */
+  private rttMs = 1;
+  private rttSeen = false;
+  /** A lease that ended with tokens left waits in `finished` to go back (flushReturnable). */
+  private returnable = false;
 
   constructor(
     private readonly store: RegionStore,
@@ -139,6 +196,15 @@ export class LeasedClient {
     if (!Number.isInteger(this.batch) || this.batch < 1 || this.batch > 1_000_000)
       throw new RangeError("batch in [1, 1e6]");
     if (!(this.marginMs < this.durationMs)) throw new RangeError("marginMs must be < durationMs");
+    this.maxBatch = options.maxBatch ?? this.batch;
+    if (!Number.isInteger(this.maxBatch) || this.maxBatch < this.batch || this.maxBatch > 1_000_000)
+      throw new RangeError("maxBatch must be an integer in [batch, 1e6]");
+    this.sizeForMs = options.sizeForMs ?? this.durationMs / 2;
+    if (!(this.sizeForMs > 0 && this.sizeForMs <= this.durationMs - this.marginMs))
+      throw new RangeError("sizeForMs must be in (0, durationMs - marginMs]");
+    this.sizing = this.maxBatch > this.batch;
+    this.lowWaterNow = this.lowWater;
+    this.lastBatch = this.batch;
     // A lease released when spent is reported on its own: nothing rides with an acquire.
     this.renewer = canRenew(store) && !this.releaseWhenSpent ? store : undefined;
   }
@@ -155,11 +221,28 @@ export class LeasedClient {
 
   /**
    * Takes `cost` from held leases if they cover it; never waits. Starts a
-   * background prefetch when the rest falls to the low-water mark. The hot
-   * path allocates nothing.
+   * background prefetch when the rest falls to the low-water mark (or, with
+   * sizing, when the newest lease nears its end). The hot path allocates
+   * nothing: when the oldest lease is usable now and covers `cost`, it is one
+   * clock read and a few comparisons (no scan, no lookup).
    */
   tryTake(cost: number): boolean {
     const now = this.clock();
+    const l = this.leases[0];
+    // Fast path: the oldest lease, before its end (never past it: trap 6), covers the cost
+    // and stays non-empty.
+    if (l !== undefined && now < l.usableUntilMs && l.granted - l.used > cost && cost >= 0) {
+      l.used += cost;
+      this.taken += cost;
+      if (l.granted - l.used + this.restBehind <= this.lowWaterNow || now >= this.refreshAtMs)
+        this.prefetch(now);
+      if (this.returnable) this.flushReturnable(now);
+      return true;
+    }
+    return this.slowTake(cost, now);
+  }
+
+  private slowTake(cost: number, now: number): boolean {
     this.dropExpired(now);
     let total = 0;
     for (const l of this.leases) total += l.granted - l.used;
@@ -174,10 +257,12 @@ export class LeasedClient {
         need -= take;
       }
       total -= cost;
+      this.taken += cost;
       ok = true;
       this.retireUsedUp();
-    }
-    if (total <= this.lowWater) this.prefetch(now);
+    } else if (this.drySinceMs === undefined) this.drySinceMs = now;
+    this.recount();
+    if (total <= this.lowWaterNow || now >= this.refreshAtMs) this.prefetch(now);
     // Tokens left in a lease that just ended and did not ride with a prefetch go back now.
     if (this.finished.length > 0) this.flushReturnable(now);
     return ok;
@@ -200,12 +285,64 @@ export class LeasedClient {
       need -= take;
       taken += take;
     }
+    this.taken += taken;
     if (taken > 0) this.retireUsedUp();
+    this.recount();
     let rest = 0;
     for (const l of this.leases) rest += l.granted - l.used;
-    if (rest <= this.lowWater) this.prefetch(now);
+    if (rest <= this.lowWaterNow || now >= this.refreshAtMs) this.prefetch(now);
     if (this.finished.length > 0) this.flushReturnable(now);
     return taken;
+  }
+
+  /** The fast path's bookkeeping, after any change to `leases`: tokens behind the oldest lease, when to refresh. */
+  private recount(): void {
+    let behind = 0;
+    for (let i = 1; i < this.leases.length; i++) behind += this.leases[i]!.granted - this.leases[i]!.used;
+    this.restBehind = behind;
+    const newest = this.leases[this.leases.length - 1];
+    this.refreshAtMs =
+      this.sizing && newest !== undefined ? newest.usableUntilMs - this.leadMs() : Number.POSITIVE_INFINITY;
+  }
+
+  /** How long before it is needed a lease must be asked for: two smoothed round-trips, at least 5 ms. */
+  private leadMs(): number {
+    return Math.max(5, 2 * this.rttMs);
+  }
+
+  /** Batch of the next acquire, and the low-water mark in force until it lands (sizing: from the rate). */
+  private sizeNext(now: number): number {
+    if (!this.sizing) return this.batch;
+    if (this.sampleAtMs === undefined) {
+      this.sampleAtMs = now;
+      this.sampleTaken = this.taken;
+    } else {
+      const dry = this.dryMs - this.sampleDryMs + (this.drySinceMs !== undefined ? now - this.drySinceMs : 0);
+      const served = now - this.sampleAtMs - dry;
+      if (served >= 1) {
+        const sample = (this.taken - this.sampleTaken) / served;
+        this.ratePerMs = this.ratePerMs === 0 ? sample : 0.5 * this.ratePerMs + 0.5 * sample;
+        this.sampleAtMs = now;
+        this.sampleTaken = this.taken;
+        this.sampleDryMs = this.dryMs + (this.drySinceMs !== undefined ? now - this.drySinceMs : 0);
+      }
+    }
+    // A key that ran dry since the last acquire was held back by its waits, so the rate
+    // understates its demand: at least double the last batch then (up to maxBatch); else the
+    // last batch decays by a tenth per acquire towards the rate's.
+    const wentDry = this.drySinceMs !== undefined || this.dryMs > this.dryAtLastSizeMs;
+    const grow = wentDry ? 2 * this.lastBatch : Math.floor(0.9 * this.lastBatch);
+    this.dryAtLastSizeMs = this.dryMs;
+    const batch = Math.min(
+      this.maxBatch,
+      Math.max(this.batch, grow, Math.ceil(this.ratePerMs * this.sizeForMs)),
+    );
+    this.lastBatch = batch;
+    this.lowWaterNow = Math.max(
+      this.lowWater,
+      Math.min(Math.floor(batch / 2), Math.ceil(this.ratePerMs * this.leadMs())),
+    );
+    return batch;
   }
 
   /** Resolves when the next acquire lands (or at close); never earlier. */
@@ -222,6 +359,7 @@ export class LeasedClient {
   }
 
   private flushReturnable(now: number): void {
+    this.returnable = false;
     for (let i = this.finished.length - 1; i >= 0; i--) {
       const l = this.finished[i]!;
       if (l.used < l.granted && now < l.goneAtStoreMs) {
@@ -243,6 +381,7 @@ export class LeasedClient {
       if (this.releaseWhenSpent) this.release(l);
       else this.finished.push(l);
     }
+    this.recount();
   }
 
   /** `tryTake`, and if the held leases do not cover `cost`, one acquire (awaited) and a retry. */
@@ -266,15 +405,19 @@ export class LeasedClient {
     if (!force && now < this.nextAcquireAtMs) return;
     // Timed from here, before the request leaves: never from receipt.
     const sentAtMs = now;
+    const batch = this.sizeNext(now);
     const carried = this.finished.splice(0, MAX_CARRIED_RELEASES);
     const request =
       this.renewer !== undefined
-        ? this.renewer.renewLease(this.policy, carried, this.batch, this.durationMs).then((r) => r.lease)
-        : this.store.acquireLease(this.policy, this.batch, this.durationMs);
+        ? this.renewer.renewLease(this.policy, carried, batch, this.durationMs).then((r) => r.lease)
+        : this.store.acquireLease(this.policy, batch, this.durationMs);
     this.inflight = request
       .then(
         (lease) => {
-          if (this.pacingMs !== undefined && lease.granted < this.batch) {
+          const rtt = this.clock() - sentAtMs;
+          this.rttMs = this.rttSeen ? 0.75 * this.rttMs + 0.25 * Math.max(0, rtt) : Math.max(0, rtt);
+          this.rttSeen = true;
+          if (this.pacingMs !== undefined && lease.granted < batch) {
             this.nextAcquireAtMs = this.clock() + this.pacingMs;
           } else if (lease.granted <= 0) this.nextAcquireAtMs = this.clock() + this.retryBackoffMs;
           if (lease.granted <= 0) return;
@@ -288,12 +431,18 @@ export class LeasedClient {
           // Also after close() began: it awaits this acquire, then reports every held lease
           // in one call.
           this.leases.push(held);
+          this.recount();
+          if (this.drySinceMs !== undefined) {
+            this.dryMs += this.clock() - this.drySinceMs;
+            this.drySinceMs = undefined;
+          }
         },
         (err: unknown) => {
           this.nextAcquireAtMs = this.clock() + this.retryBackoffMs;
           // The releases may not have been applied: report them again (a repeated release
           // of the same lease changes nothing).
           this.finished.push(...carried);
+          if (carried.some((l) => l.used < l.granted)) this.returnable = true;
           this.onError(err);
         },
       )
@@ -322,6 +471,7 @@ export class LeasedClient {
       const l = this.finished[i]!;
       if (l.used >= l.granted && now >= l.usableUntilMs) this.finished.splice(i, 1);
     }
+    this.recount();
   }
 
   /** A lease this client stops using at its end. */
@@ -334,7 +484,10 @@ export class LeasedClient {
     // Renewing store: nothing to report for a used-up lease or one the store has certainly
     // expired (it counts as used there). Tokens left ride with the prefetch this end usually
     // triggers, or go back on their own right after (flushReturnable).
-    if (l.used < l.granted && this.clock() < l.goneAtStoreMs) this.finished.push(l);
+    if (l.used < l.granted && this.clock() < l.goneAtStoreMs) {
+      this.finished.push(l);
+      this.returnable = true;
+    }
   }
 
   private release(l: HeldLease): Promise<void> {
@@ -353,6 +506,7 @@ export class LeasedClient {
     if (this.inflight !== undefined) await this.inflight;
     this.landed?.resolve();
     const all = [...this.finished.splice(0), ...this.leases.splice(0)];
+    this.recount();
     const renewer = this.renewer;
     if (renewer === undefined) {
       for (const l of all) this.release(l);

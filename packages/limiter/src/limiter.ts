@@ -18,6 +18,7 @@ import { type FailOpenBound, FailOpenBuckets } from "./fail-open.js";
 import { GuardedStore, type StoreErrorKind } from "./guarded-store.js";
 import { hashKey, keyHashSecretOf, storedKeyPart } from "./key-hygiene.js";
 import { LeasePool } from "./lease-pool.js";
+import { leasedHeldBound } from "./leased-client.js";
 import { ReceiptSigner } from "./receipts.js";
 import { breakerStateValue, type LimiterMetrics } from "./metrics.js";
 import {
@@ -215,6 +216,7 @@ export class Limiter {
     this.leases = new LeasePool(this.store, {
       batch: l.batch,
       lowWater: l.lowWater,
+      ...(l.maxBatch !== undefined ? { maxBatch: l.maxBatch } : {}),
       durationMs: l.durationMs,
       marginMs: l.marginMs,
       maxKeys: l.maxKeys,
@@ -374,9 +376,9 @@ export class Limiter {
     const { cap, rate } = this.slice(policy);
     const degraded = source !== "lease" || this.breaker.state !== "closed";
     const retry = allowed ? 0 : Math.max(1, Math.ceil(this.breaker.msUntilProbe() / 1000));
-    // A leased client holds at most lowWater + batch (it prefetches one batch at the low-water mark).
+    // What one leased client may hold (leasedHeldBound: batch + lowWater when the batch is fixed).
     const l = this.config.leased;
-    const held = source === "fail_open" ? cap : l.enabled ? l.batch + l.lowWater : 0;
+    const held = source === "fail_open" ? cap : l.enabled ? leasedHeldBound(l) : 0;
     const result: CheckResult = {
       allowed,
       limit: policy.limit.capacity,
