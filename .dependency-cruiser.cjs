@@ -7,7 +7,13 @@
 // `pathNot` on the rule it breaks and remove it when the departure is fixed.
 
 /** Workspace packages that import no other workspace package (the ground floor). */
-const LEAF_PACKAGES = ["crdt", "sim", "core", "procs", "rollout"];
+const LEAF_PACKAGES = ["sim", "core", "procs", "rollout"];
+
+/** from/to of a rule "package `name` imports only the ground floor (@geoquota/core)". */
+const onlyTheGroundFloor = (name) => ({
+  from: { path: `^packages/${name}/src/` },
+  to: { path: "^(packages/([^/]+)/|@geoquota/)", pathNot: [`^packages/(${name}|core)/`, "^@geoquota/core$"] },
+});
 
 const ourPackage = (names) => `^(packages/(${names.join("|")})/|@geoquota/(${names.join("|")})$)`;
 
@@ -25,31 +31,30 @@ module.exports = {
       name: "leaf-packages-import-nothing-of-ours",
       severity: "error",
       comment:
-        "crdt (pure data and functions), sim (PRNG, clock, network, the G1 oracle), core (the ground floor: shared vocabulary and the pure model), procs (process spawners) and rollout (replicated policy versions and their Redis keys) import no other workspace package.",
+        "sim (PRNG, clock, network, the G1 oracle), core (the ground floor: shared vocabulary and the pure model), procs (process spawners) and rollout (replicated policy versions and their Redis keys) import no other workspace package.",
       from: { path: `^packages/(${LEAF_PACKAGES.join("|")})/src/` },
       to: { path: "^(packages/([^/]+)/|@geoquota/)", pathNot: ["^packages/$1/"] },
+    },
+    {
+      name: "crdt-imports-only-the-ground-floor",
+      severity: "error",
+      comment:
+        "crdt (pure data and functions) imports only the ground floor (@geoquota/core: the ids module's names, replica ids, quota key).",
+      ...onlyTheGroundFloor("crdt"),
     },
     {
       name: "config-imports-only-the-ground-floor",
       severity: "error",
       comment:
         "config (schemas) imports only the ground floor (@geoquota/core: algorithms, policy shape, share units, quota key).",
-      from: { path: "^packages/config/src/" },
-      to: {
-        path: "^(packages/([^/]+)/|@geoquota/)",
-        pathNot: ["^packages/(config|core)/", "^@geoquota/core$"],
-      },
+      ...onlyTheGroundFloor("config"),
     },
     {
       name: "redis-imports-only-the-ground-floor",
       comment:
         "redis (the Lua loader, script bindings, connectRedis, the RegionStore and the daemon's Redis functions) imports only the ground floor (@geoquota/core: the vocabulary and the store interface).",
       severity: "error",
-      from: { path: "^packages/redis/src/" },
-      to: {
-        path: "^(packages/([^/]+)/|@geoquota/)",
-        pathNot: ["^packages/(redis|core)/", "^@geoquota/core$"],
-      },
+      ...onlyTheGroundFloor("redis"),
     },
     {
       name: "limiter-engine-knows-no-redis",

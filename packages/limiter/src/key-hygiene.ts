@@ -5,10 +5,8 @@
 // hex chars; lengths capped.
 import { createHmac } from "node:crypto";
 import { isIPv4, isIPv6 } from "node:net";
+import { KEY_MAX_LENGTH, KEY_PATTERN } from "@geoquota/core";
 import { LimiterError } from "./errors.js";
-
-export const KEY_PATTERN = /^[A-Za-z0-9_.-]+$/;
-export const KEY_MAX_LENGTH = 128;
 
 /**
  * Throws a 400 LimiterError naming `field` when `value` cannot name a key in a
