@@ -4,6 +4,8 @@
 // `<region>.<incarnation>` and the CRDT counter fields of `P:c`
 // (`p|<replica>`, `n|<replica>`, `d|<replica>`). The Lua writes the same
 // fields (lua/lib/keep.lua); the Redis package builds key names from these.
+// A name outside NAME_CHARS is stored as its keyed hash (hashKey).
+import { createHmac } from "node:crypto";
 
 /** The characters of a stored tenant, resource or region name, as a regex class body. */
 export const NAME_CHARS = "A-Za-z0-9_.-";
@@ -73,4 +75,40 @@ export function parseCounterField(field: string): { kind: CounterKind; replica: 
   if (field[1] !== KEY_SEPARATOR || field.length < 3) return undefined;
   if (kind !== "p" && kind !== "n" && kind !== "d") return undefined;
   return { kind, replica: field.slice(2) };
+}
+
+/** A stored name for a key part outside NAME_CHARS: HMAC-SHA256(secret, key) truncated to 16 hex chars (64 bits), prefixed `h-`. */
+export function hashKey(secret: string, key: string): string {
+  return `h-${createHmac("sha256", secret).update(key).digest("hex").slice(0, 16)}`;
+}
+
+/** Label mixed into the derived secret, so the key hash never equals a gossip MAC. */
+const DERIVED_KEY_HASH_LABEL = "geoquota key-hash v1";
+
+/**
+ * The secret key parts are hashed with: `keyHashSecret`, else one derived from
+ * `sharedSecret` (which every region already shares for gossip), so every
+ * region maps the same key to the same stored name. Undefined without either.
+ */
+export function keyHashSecretOf(config: {
+  readonly keyHashSecret?: string | undefined;
+  readonly sharedSecret?: string | undefined;
+}): string | undefined {
+  if (config.keyHashSecret !== undefined) return config.keyHashSecret;
+  if (config.sharedSecret === undefined) return undefined;
+  return createHmac("sha256", config.sharedSecret).update(DERIVED_KEY_HASH_LABEL).digest("hex");
+}
+
+/**
+ * The stored form of a key part as a function (storedKeyPart without its checks: plain
+ * names as they are, others hashed), for lookups by stored names (the gossip daemon's:
+ * Redis knows a key only by these). Undefined without a key-hash secret.
+ */
+export function keyPartHasher(config: {
+  readonly keyHashSecret?: string | undefined;
+  readonly sharedSecret?: string | undefined;
+}): ((part: string) => string) | undefined {
+  const secret = keyHashSecretOf(config);
+  if (secret === undefined) return undefined;
+  return (part) => (KEY_PATTERN.test(part) ? part : hashKey(secret, part));
 }

@@ -6,7 +6,7 @@
 // extends it) and no more.
 import { refundedReceiptsKey } from "@geoquota/redis";
 import { describe, expect, it } from "vitest";
-import type { KeyPolicy } from "../src/types.js";
+import type { KeyPolicy } from "@geoquota/core";
 import { freshRegionPerFile, policy, sleep } from "./redis-helpers.js";
 
 const fx = freshRegionPerFile();
