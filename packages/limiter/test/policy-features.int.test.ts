@@ -14,7 +14,7 @@ import type { RegionStore } from "@geoquota/core";
 import { CheckResponseSchema } from "../src/validation.js";
 import { ADMIN_TOKEN, manualClock, testConfig } from "./helpers/config.js";
 import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
-import { TIMING } from "./redis-helpers.js";
+import { TIMING } from "../../redis/test/redis-helpers.js";
 
 const REGION = "us-east";
 // Refill is negligible over a test, so admissions are counted exactly.

@@ -7,7 +7,7 @@
 import { refundedReceiptsKey } from "@geoquota/redis";
 import { describe, expect, it } from "vitest";
 import type { KeyPolicy } from "@geoquota/core";
-import { freshRegionPerFile, policy, sleep } from "./redis-helpers.js";
+import { freshRegionPerFile, policy, sleep } from "../../redis/test/redis-helpers.js";
 
 const fx = freshRegionPerFile();
 
