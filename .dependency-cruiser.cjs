@@ -2,12 +2,18 @@
 // checked by test/dependency-rules.test.ts (project `integration`, so part of
 // `npm test`) with dependency-cruiser. Run by hand:
 //   pnpm exec depcruise --config .dependency-cruiser.cjs packages test
-// Every rule holds today, without exceptions. Should a known departure
+// Every rule holds today, with no exception. Should a known departure
 // (docs/architecture.md) ever need one, add it as a commented, temporary
 // `pathNot` on the rule it breaks and remove it when the departure is fixed.
 
 /** Workspace packages that import no other workspace package (the ground floor). */
-const LEAF_PACKAGES = ["crdt", "sim", "core", "procs", "rollout"];
+const LEAF_PACKAGES = ["sim", "core", "procs", "rollout"];
+
+/** from/to of a rule "package `name` imports only the ground floor (@geoquota/core)". */
+const onlyTheGroundFloor = (name) => ({
+  from: { path: `^packages/${name}/src/` },
+  to: { path: "^(packages/([^/]+)/|@geoquota/)", pathNot: [`^packages/(${name}|core)/`, "^@geoquota/core$"] },
+});
 
 const ourPackage = (names) => `^(packages/(${names.join("|")})/|@geoquota/(${names.join("|")})$)`;
 
@@ -25,31 +31,30 @@ module.exports = {
       name: "leaf-packages-import-nothing-of-ours",
       severity: "error",
       comment:
-        "crdt (pure data and functions), sim (PRNG, clock, network, the G1 oracle), core (the ground floor: shared vocabulary and the pure model), procs (process spawners) and rollout (replicated policy versions and their Redis keys) import no other workspace package.",
+        "sim (PRNG, clock, network, the G1 oracle), core (the ground floor: shared vocabulary and the pure model), procs (process spawners) and rollout (replicated policy versions and their Redis keys) import no other workspace package.",
       from: { path: `^packages/(${LEAF_PACKAGES.join("|")})/src/` },
       to: { path: "^(packages/([^/]+)/|@geoquota/)", pathNot: ["^packages/$1/"] },
+    },
+    {
+      name: "crdt-imports-only-the-ground-floor",
+      severity: "error",
+      comment:
+        "crdt (pure data and functions) imports only the ground floor (@geoquota/core: the ids module's names, replica ids, quota key).",
+      ...onlyTheGroundFloor("crdt"),
     },
     {
       name: "config-imports-only-the-ground-floor",
       severity: "error",
       comment:
         "config (schemas) imports only the ground floor (@geoquota/core: algorithms, policy shape, share units, quota key).",
-      from: { path: "^packages/config/src/" },
-      to: {
-        path: "^(packages/([^/]+)/|@geoquota/)",
-        pathNot: ["^packages/(config|core)/", "^@geoquota/core$"],
-      },
+      ...onlyTheGroundFloor("config"),
     },
     {
       name: "redis-imports-only-the-ground-floor",
       comment:
         "redis (the Lua loader, script bindings, connectRedis, the RegionStore and the daemon's Redis functions) imports only the ground floor (@geoquota/core: the vocabulary and the store interface).",
       severity: "error",
-      from: { path: "^packages/redis/src/" },
-      to: {
-        path: "^(packages/([^/]+)/|@geoquota/)",
-        pathNot: ["^packages/(redis|core)/", "^@geoquota/core$"],
-      },
+      ...onlyTheGroundFloor("redis"),
     },
     {
       name: "limiter-engine-knows-no-redis",
@@ -57,7 +62,7 @@ module.exports = {
       comment:
         "The limiter's engine (limiter, guarded store, breaker, fail modes, lease pool, leased client) runs on the store interface of @geoquota/core: it never imports @geoquota/redis (nor its error type). main.ts, the index and the app wiring may.",
       from: {
-        path: "^packages/limiter/src/(limiter|guarded-store|breaker|fail-open|lease-pool|leased-client|errors|types)\\.ts$",
+        path: "^packages/limiter/src/(limiter|guarded-store|breaker|fail-open|lease-pool|leased-client|errors)\\.ts$",
       },
       to: { path: ourPackage(["redis"]) },
     },
@@ -76,7 +81,7 @@ module.exports = {
       name: "limiter-layer",
       severity: "error",
       comment:
-        "The limiter imports config, core, crdt, redis and rollout only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
+        "The limiter imports config, core, crdt, procs, redis and rollout only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
       from: { path: "^packages/limiter/src/" },
       to: { path: ourPackage(["gossip", "stream", "cli", "bench", "sim", "simulator", "testkit"]) },
     },
@@ -87,6 +92,14 @@ module.exports = {
         "The gossip daemon never imports the stream, the CLI, the bench, nor the simulation kit or the simulation (@geoquota/sim, @geoquota/simulator: they drive the daemon, not the other way round).",
       from: { path: "^packages/gossip/src/" },
       to: { path: ourPackage(["stream", "cli", "bench", "sim", "simulator"]) },
+    },
+    {
+      name: "gossip-never-imports-the-limiter",
+      severity: "error",
+      comment:
+        "The gossip daemon sits beside the limiter, not above it: the vocabulary it shares with the limiter is @geoquota/core's, the process edge (listening, process metrics) @geoquota/procs', log events @geoquota/config's.",
+      from: { path: "^packages/gossip/src/" },
+      to: { path: ourPackage(["limiter"]) },
     },
     {
       name: "stream-layer",

@@ -2,8 +2,9 @@
 // Random counter entries and loan records (with deliberate equal-seq
 // conflicts) are delivered to a real Redis in random order with duplicates;
 // the result must equal the library's join of the same records.
+import type { KeyPolicy } from "@geoquota/core";
 import { KeyRecord } from "@geoquota/crdt";
-import { initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
+import { initFreshRegion } from "@geoquota/limiter";
 import { createGossipStore, type LoanRecord } from "@geoquota/redis";
 import { redisPerFile } from "@geoquota/testkit";
 import fc from "fast-check";

@@ -1,7 +1,8 @@
 // Section 6: Redis memory per key (MEMORY USAGE, all samples) of each key
 // class after a few checks, per algorithm; the reference is a
 // rate-limiter-flexible key on the same Redis.
-import { type Algorithm, createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
+import type { Algorithm, KeyPolicy } from "@geoquota/core";
+import { createRedisStore, initFreshRegion } from "@geoquota/limiter";
 import { keyNames } from "@geoquota/redis";
 import type { RedisServer } from "@geoquota/procs";
 import type { Redis } from "ioredis";

@@ -1,10 +1,10 @@
 // Key policies the bench drives the store with directly (no config file):
 // one region holding the whole share, limits high enough that every decision
 // is a real admission (a denial path would flatter the cheaper side).
-import type { KeyPolicy, LeaseTiming } from "@geoquota/limiter";
+import type { KeyPolicy, Timing } from "@geoquota/core";
 
 export const BENCH_REGION = "bench";
-export const TIMING: LeaseTiming = { epsilonUs: 250_000, loanDurationUs: 3_000_000 };
+export const TIMING: Timing = { epsilonUs: 250_000, loanDurationUs: 3_000_000 };
 export const KEYS = 1000;
 
 export function benchPolicy(i: number, capacity = 1e9, refillPerSecond = 1e9): KeyPolicy {

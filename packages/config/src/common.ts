@@ -1,10 +1,12 @@
 import { z } from "zod";
 
+import { NAME_MESSAGE, NAME_PATTERN } from "@geoquota/core";
+
 export { SHARE_UNITS } from "@geoquota/core";
 
-/** Same charset as keys and field names in Redis (docs/internals.md). */
-export const ID_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
-export const ID_MESSAGE = "expected 1-128 characters of [A-Za-z0-9_.-]";
+/** Same charset as keys and field names in Redis (@geoquota/core ids, docs/internals.md). */
+export const ID_PATTERN = NAME_PATTERN;
+export const ID_MESSAGE = NAME_MESSAGE;
 export const idSchema = z.string().regex(ID_PATTERN, ID_MESSAGE);
 
 export function intIn(min: number, max: number) {

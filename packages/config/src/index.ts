@@ -59,4 +59,12 @@ export {
   RegionConfigSchema,
   readJsonFile,
 } from "./region.js";
+export {
+  type EventLevel,
+  type EventLogger,
+  LOG_LEVELS,
+  type LogLevel,
+  logLevelOf,
+  ThrottledEvents,
+} from "./log-events.js";
 export { resolveSecret, type SecretRef, SecretRefSchema } from "./secrets.js";

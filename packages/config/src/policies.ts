@@ -1,6 +1,14 @@
 // Policies file `regions/policies.json`: limits per (tenant, resource), with a
 // per-resource default (tenant "*") and a global default for everything else.
-import { ALGORITHMS, type Algorithm, type KeyPolicy, parseQuotaKey, quotaKey } from "@geoquota/core";
+import {
+  ALGORITHMS,
+  type Algorithm,
+  KEY_MAX_LENGTH,
+  KEY_PATTERN,
+  type KeyPolicy,
+  parseQuotaKey,
+  quotaKey,
+} from "@geoquota/core";
 import { z } from "zod";
 import { ID_MESSAGE, ID_PATTERN, SHARE_UNITS } from "./common.js";
 import { ConfigError, issuesOf } from "./errors.js";
@@ -91,7 +99,7 @@ export interface PolicySpec {
 }
 
 /** The longest key name a policy may give: the check API's keyMaxLength is at most this. */
-export const KEY_NAME_MAX = 128;
+export const KEY_NAME_MAX = KEY_MAX_LENGTH;
 export const KEY_NAME_MESSAGE = `expected a key name: 1-${KEY_NAME_MAX} characters, any but "|"`;
 
 /**
@@ -497,7 +505,7 @@ export function withPolicy(set: PolicySet, tenant: string, resource: string, spe
 }
 
 /** Names that are stored as they are (docs/design.md §7); others are stored hashed. */
-const PLAIN_NAME = /^[A-Za-z0-9_.-]+$/;
+const PLAIN_NAME = KEY_PATTERN;
 
 /**
  * How a lookup sees a key's names besides as given (docs/design.md §7, key hygiene). A check

@@ -82,6 +82,27 @@ export {
   shareAt,
   shareBreakpoints,
 } from "./share.js";
+export {
+  COUNTER_KINDS,
+  type CounterKind,
+  counterFieldOf,
+  INCARNATION_PATTERN,
+  hashKey,
+  isName,
+  KEY_MAX_LENGTH,
+  KEY_PATTERN,
+  KEY_SEPARATOR,
+  keyHashSecretOf,
+  keyPartHasher,
+  NAME_CHARS,
+  NAME_MESSAGE,
+  NAME_PATTERN,
+  parseCounterField,
+  parseQuotaKey,
+  quotaKey,
+  regionOfReplica,
+  replicaIdOf,
+} from "./ids.js";
 export { MemoryBucket } from "./memory-bucket.js";
 export {
   type CompoundCheckItem,
@@ -109,9 +130,7 @@ export {
   type LeaseHold,
   type LimitSpec,
   type LoanEntry,
-  parseQuotaKey,
   policyVersion,
-  quotaKey,
   SHARE_UNITS,
   type Timing,
   US_PER_SECOND,

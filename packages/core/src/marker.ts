@@ -2,6 +2,7 @@
 // shard k of the key schema, the model holds the one of its key's shard). A region that
 // finds it missing starts a new incarnation born now and is in recovery until
 // born + D + 2ε: it may have lent its share away and forgotten the loans.
+import { replicaIdOf } from "./ids.js";
 import type { Timing } from "./types.js";
 
 export interface Incarnation {
@@ -53,5 +54,5 @@ export function leaseHoldEndUs(bornUs: number, timing: Timing, hold: boolean): n
 
 /** The replica id of this region's own CRDT counter entries: `<region>.<incarnation id>`. */
 export function replicaId(region: string, marker: string): string {
-  return `${region}.${parseMarker(marker).id}`;
+  return replicaIdOf(region, parseMarker(marker).id);
 }

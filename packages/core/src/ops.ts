@@ -11,6 +11,7 @@ import {
   loadBucket,
   storeBucket,
 } from "./bucket.js";
+import { counterFieldOf } from "./ids.js";
 import { parseMarker, replicaId } from "./marker.js";
 import { fullRefillUs } from "./refill.js";
 import { refundErase, refundFloor } from "./refunds.js";
@@ -39,7 +40,7 @@ function bump(key: KeyState, field: string, by: number): void {
 }
 
 export function counterField(kind: "p" | "n" | "d", region: RegionState, marker: string): string {
-  return `${kind}|${replicaId(region.region, marker)}`;
+  return counterFieldOf(kind, replicaId(region.region, marker));
 }
 
 interface Prepared {

@@ -1,5 +1,5 @@
 // The ground floor: the vocabulary every geoquota package shares (share
-// units, algorithms, a key's policy, timing, the quota key) and the plain data
+// units, algorithms, a key's policy, timing; the names are in ids.ts) and the plain data
 // of the reference model. No dependencies by design; config, limiter, gossip,
 // stream and the Lua differential tests import these definitions.
 
@@ -30,23 +30,6 @@ export interface KeyPolicy {
   readonly baseShare: number;
   /** Floor share, ppm: never lent below; the share during recovery. */
   readonly floorShare: number;
-}
-
-/**
- * The quota key of (tenant, resource): `tenant|resource` (neither part may
- * contain `|`: key hygiene refuses or hashes such parts). Policy lookups,
- * lease pools, fail-open buckets, gossip records and the stored hash names
- * all use this one encoding.
- */
-export function quotaKey(tenant: string, resource: string): string {
-  return `${tenant}|${resource}`;
-}
-
-/** Inverse of quotaKey; undefined when `key` has no separator. */
-export function parseQuotaKey(key: string): { tenant: string; resource: string } | undefined {
-  const i = key.indexOf("|");
-  if (i < 0) return undefined;
-  return { tenant: key.slice(0, i), resource: key.slice(i + 1) };
 }
 
 /** The rate algorithms follow the share; the window algorithms keep the static base slice. */

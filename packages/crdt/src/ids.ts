@@ -1,13 +1,21 @@
-// Identifiers shared with the Redis key schema (docs/internals.md): region ids,
-// tenants and resources match ID_PATTERN; a replica id is
-// `<region>.<incarnation>`; a map key is `tenant|resource`.
+// Identifiers shared with the Redis key schema (docs/internals.md), checked:
+// region ids, tenants and resources match ID_PATTERN; a replica id is
+// `<region>.<incarnation>`; a map key is `tenant|resource`. The names
+// themselves are defined once, in @geoquota/core's ids module.
+import {
+  INCARNATION_PATTERN,
+  KEY_MAX_LENGTH,
+  KEY_SEPARATOR,
+  NAME_PATTERN,
+  quotaKey,
+  regionOfReplica,
+  replicaIdOf,
+} from "@geoquota/core";
 import { type CrdtError, err, ok, type Result } from "./errors.js";
 
-export const ID_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
-/** Incarnations carry no dot, so a replica id splits at its last dot. */
-export const INCARNATION_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+export { INCARNATION_PATTERN, KEY_SEPARATOR, regionOfReplica };
+export const ID_PATTERN = NAME_PATTERN;
 export const KEY_LENGTH_MAX = 260;
-export const KEY_SEPARATOR = "|";
 
 export function isValidId(id: unknown): id is string {
   return typeof id === "string" && ID_PATTERN.test(id);
@@ -28,18 +36,10 @@ export function replicaId(region: string, incarnation: string): Result<string> {
       `incarnation ${JSON.stringify(incarnation)} does not match ${INCARNATION_PATTERN}`,
     );
   }
-  const id = `${region}.${incarnation}`;
-  return id.length <= 128 ? ok(id) : err("GQ_ERR_INVALID_ID", "replica id longer than 128 characters");
-}
-
-/**
- * The region a replica id belongs to: everything before the last dot. Region
- * ids may themselves contain dots ("eu.west"), which is why a plain prefix
- * match on "eu." would wrongly count "eu.west.k1" as region "eu".
- */
-export function regionOfReplica(replica: string): string {
-  const dot = replica.lastIndexOf(".");
-  return dot <= 0 ? replica : replica.slice(0, dot);
+  const id = replicaIdOf(region, incarnation);
+  return id.length <= KEY_MAX_LENGTH
+    ? ok(id)
+    : err("GQ_ERR_INVALID_ID", `replica id longer than ${KEY_MAX_LENGTH} characters`);
 }
 
 export function isValidKey(key: unknown): key is string {
@@ -52,7 +52,7 @@ export function isValidKey(key: unknown): key is string {
 /** Map key `tenant|resource` for a (tenant, resource) pair. */
 export function encodeKey(tenant: string, resource: string): Result<string> {
   const bad = checkId(tenant, "tenant") ?? checkId(resource, "resource");
-  return bad === undefined ? ok(`${tenant}${KEY_SEPARATOR}${resource}`) : { ok: false, error: bad };
+  return bad === undefined ? ok(quotaKey(tenant, resource)) : { ok: false, error: bad };
 }
 
 export function decodeKey(key: string): Result<{ tenant: string; resource: string }> {

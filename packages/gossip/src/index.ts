@@ -36,7 +36,7 @@ export {
   RolloutStep,
   rolloutPolicyResolver,
 } from "./daemon/rollout-step.js";
-export type { DaemonStore, KeyState } from "./daemon/store-port.js";
+export type { DaemonStore, KeyReading } from "./daemon/store-port.js";
 export {
   type CounterReading,
   DEFAULT_POLICY_OPTIONS,

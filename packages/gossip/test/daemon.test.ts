@@ -1,11 +1,11 @@
 // The daemon's round and frame handling against an in-memory store and link:
 // bad frames are counted and dropped without any state change, valid deltas
 // reach the store and are acknowledged, local changes are shipped.
+import type { KeyPolicy } from "@geoquota/core";
 import { decodeFrame, encodeFrame, KeyRecord, type Loan, type ReturnedMark } from "@geoquota/crdt";
-import type { KeyPolicy } from "@geoquota/limiter";
 import { encode } from "@msgpack/msgpack";
 import { describe, expect, it } from "vitest";
-import { type DaemonStore, GossipDaemon, type KeyState } from "../src/index.js";
+import { type DaemonStore, GossipDaemon, type KeyReading } from "../src/index.js";
 
 const regions = ["ap-south", "eu-west", "us-east"];
 const quotas = regions.map((region) => ({ region, baseShare: 333_333, floorShare: 20_000 }));
@@ -22,7 +22,7 @@ function policy(tenant: string, resource: string): KeyPolicy {
 
 class FakeStore implements DaemonStore {
   dirty: string[] = [];
-  states = new Map<string, KeyState>();
+  states = new Map<string, KeyReading>();
   merges: Array<{ key: string; record: KeyRecord }> = [];
   grants: Array<{ key: string; borrower: string; units: number }> = [];
   nowUs = 1_000_000;
@@ -32,7 +32,7 @@ class FakeStore implements DaemonStore {
   async sweepKeys() {
     return { cursor: "0", keys: [] };
   }
-  async readKey(p: KeyPolicy): Promise<KeyState> {
+  async readKey(p: KeyPolicy): Promise<KeyReading> {
     const k = `${p.tenant}|${p.resource}`;
     return (
       this.states.get(k) ?? {

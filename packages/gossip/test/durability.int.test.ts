@@ -4,11 +4,12 @@
 // borrower in that round nor in later rounds, where the daemon reads the
 // key's loan record back from Redis (the path that used to bypass the gate);
 // once the replica resumes and a wait covers it, it is shipped.
+import type { KeyPolicy } from "@geoquota/core";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeFrame, encodeFrame, KeyRecord, type Loan } from "@geoquota/crdt";
-import { initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
+import { initFreshRegion } from "@geoquota/limiter";
 import { createGossipStore } from "@geoquota/redis";
 import { type RedisServer, startPrimaryWithReplica, startRedis } from "@geoquota/testkit";
 import { afterEach, expect, it } from "vitest";

@@ -2,8 +2,9 @@
 // wildcard override must resolve to the same policy in the limiter (by the names the client
 // sent) and in the gossip daemon (by the stored names, all Redis knows): otherwise the two
 // would disagree on the key's capacity and base shares (docs/design.md §7, key hygiene).
+import type { RegionStore } from "@geoquota/core";
 import { parsePolicies, parseRegionConfig, type RegionConfig } from "@geoquota/config";
-import { Limiter, type RegionStore } from "@geoquota/limiter";
+import { Limiter } from "@geoquota/limiter";
 import { describe, expect, it } from "vitest";
 import { policyResolver } from "../src/daemon/main.js";
 

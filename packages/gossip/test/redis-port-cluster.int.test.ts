@@ -1,8 +1,9 @@
 // The daemon's Redis port on a real Redis Cluster: the change feed of every
 // shard is drained, the sweep walks every master, reads and merges are routed
 // to the tenant's slot.
+import type { KeyPolicy } from "@geoquota/core";
 import { encodeKey } from "@geoquota/crdt";
-import { createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
+import { createRedisStore, initFreshRegion } from "@geoquota/limiter";
 import { shardOf, shardSlot } from "@geoquota/redis";
 import { type RedisClusterServers, startRedisCluster } from "@geoquota/testkit";
 import type { Cluster } from "ioredis";

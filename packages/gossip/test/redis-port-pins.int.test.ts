@@ -1,7 +1,8 @@
 // The daemon's Redis port tells the return planner how much share backs the
 // in-process leases outstanding in this region (DESIGN §3: leases pin share),
 // and it uses the region's leased mode (part of every bucket fingerprint).
-import { createRedisStore, initFreshRegion, type KeyPolicy } from "@geoquota/limiter";
+import type { KeyPolicy } from "@geoquota/core";
+import { createRedisStore, initFreshRegion } from "@geoquota/limiter";
 import { keyPolicy, redisPerFile } from "@geoquota/testkit";
 import { expect, it } from "vitest";
 import { createRedisDaemonStore } from "../src/daemon/redis-port.js";

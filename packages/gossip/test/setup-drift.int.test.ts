@@ -3,11 +3,11 @@
 // after start holds grants, early returns and read-back loans (the WAIT does
 // not cover it) until it is gone; eviction switched on rotates the markers
 // (recovery) and is logged once and counted with the setting named.
+import type { KeyPolicy } from "@geoquota/core";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseRegionConfig } from "@geoquota/config";
-import type { KeyPolicy } from "@geoquota/limiter";
 import { initFreshRegion, markerKey, type SetupDriftChange } from "@geoquota/redis";
 import {
   type RedisServer,

@@ -1,7 +1,7 @@
 // The region's HTTP service (DESIGN §8). Built by buildApp(deps) and tested
 // with app.inject(); only main.ts listens.
 import { createHash, timingSafeEqual } from "node:crypto";
-import { type PolicySet, quotaKey, type RegionConfig } from "@geoquota/config";
+import { type PolicySet, quotaKey, type RegionConfig, ThrottledEvents } from "@geoquota/config";
 import Fastify, {
   LogController,
   type FastifyError,
@@ -19,7 +19,6 @@ import { documentOf, type PolicyAdmin, StaticPolicies } from "./policy-source.js
 import { registerPolicyRoutes } from "./policy-routes.js";
 import { registerAuthRoute } from "./auth-route.js";
 import { type AuditLog, auditAdminRoutes, MemoryAuditLog, registerAdminRoutes } from "./admin-routes.js";
-import { ThrottledEvents } from "./log-events.js";
 import { breakerStateValue, createMetrics, OTHER_RESOURCE } from "./metrics.js";
 import {
   collectRoutes,
@@ -28,7 +27,7 @@ import {
   withParser,
   zodValidatorCompiler,
 } from "./openapi.js";
-import type { RegionStore } from "./types.js";
+import type { RegionStore } from "@geoquota/core";
 import {
   CheckBodySchema,
   CheckResponseSchema,

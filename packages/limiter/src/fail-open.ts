@@ -5,8 +5,7 @@
 // T seconds: r·b/U·T (it starts empty, so no burst). With P processes in the
 // region: P·r·b/U·T beyond G1. Reported in responses as `failOpenBound`.
 import type { MonotonicClock } from "./clock.js";
-import { type KeyPolicy, SHARE_UNITS } from "./types.js";
-import { MemoryBucket, quotaKey } from "@geoquota/core";
+import { type KeyPolicy, MemoryBucket, quotaKey, SHARE_UNITS } from "@geoquota/core";
 
 export interface FailOpenBound {
   /** This process's extra admissions are at most refillPerSecond × outage seconds. */

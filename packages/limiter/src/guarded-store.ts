@@ -16,7 +16,7 @@ import type {
   RefundReceiptRef,
   RegionStore,
   ResetOutcome,
-} from "./types.js";
+} from "@geoquota/core";
 
 export type StoreErrorKind = "timeout" | "error" | "breaker_open";
 

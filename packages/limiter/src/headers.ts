@@ -16,7 +16,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { type Item, serializeList } from "structured-headers";
 import type { CheckResult, DecisionSource, LimitScope } from "./limiter.js";
-import { type KeyPolicy, type LimitSpec, SHARE_UNITS } from "./types.js";
+import { type KeyPolicy, type LimitSpec, SHARE_UNITS } from "@geoquota/core";
 
 /** What the `pk` parameter carries: an HMAC of the key (default), the stored key, or nothing. */
 /** The header fields every decision carries (what rateLimitHeaders sets), for the route docs. */

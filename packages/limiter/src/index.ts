@@ -33,4 +33,5 @@ export {
   NotDurableError,
   type RedisStoreOptions,
 } from "@geoquota/redis";
-export type { Algorithm, Decision, KeyPolicy, Lease, LeaseTiming, RegionStore } from "./types.js";
+// The vocabulary (KeyPolicy, Decision, RegionStore, Timing, …) is imported from
+// @geoquota/core, its one home: this index does not re-export it.

@@ -3,12 +3,9 @@
 // and /64 (IPv6); key parts with characters outside [A-Za-z0-9_.-] (`user:123`,
 // e-mail addresses, base64 API keys) are stored as HMAC-SHA256 truncated to 16
 // hex chars; lengths capped.
-import { createHmac } from "node:crypto";
 import { isIPv4, isIPv6 } from "node:net";
+import { hashKey, KEY_MAX_LENGTH, KEY_PATTERN } from "@geoquota/core";
 import { LimiterError } from "./errors.js";
-
-export const KEY_PATTERN = /^[A-Za-z0-9_.-]+$/;
-export const KEY_MAX_LENGTH = 128;
 
 /**
  * Throws a 400 LimiterError naming `field` when `value` cannot name a key in a
@@ -87,28 +84,6 @@ function v4Key(ip: string, prefix: number): string {
   return `ip4-${m >>> 24}.${(m >>> 16) & 255}.${(m >>> 8) & 255}.${m & 255}-${prefix}`;
 }
 
-/** HMAC-SHA256(secret, key) truncated to 16 hex chars (64 bits), prefixed `h-`. */
-export function hashKey(secret: string, key: string): string {
-  return `h-${createHmac("sha256", secret).update(key).digest("hex").slice(0, 16)}`;
-}
-
-/** Label mixed into the derived secret, so the key hash never equals a gossip MAC. */
-const DERIVED_KEY_HASH_LABEL = "geoquota key-hash v1";
-
-/**
- * The secret key parts are hashed with: `keyHashSecret`, else one derived from
- * `sharedSecret` (which every region already shares for gossip), so every
- * region maps the same key to the same stored name. Undefined without either.
- */
-export function keyHashSecretOf(config: {
-  readonly keyHashSecret?: string | undefined;
-  readonly sharedSecret?: string | undefined;
-}): string | undefined {
-  if (config.keyHashSecret !== undefined) return config.keyHashSecret;
-  if (config.sharedSecret === undefined) return undefined;
-  return createHmac("sha256", config.sharedSecret).update(DERIVED_KEY_HASH_LABEL).digest("hex");
-}
-
 /**
  * A key part as stored in Redis: itself when it is only [A-Za-z0-9_.-], else
  * `hashKey(secret, value)`. Empty or longer than `maxLength` characters → 400
@@ -135,18 +110,4 @@ export function storedKeyPart(
     );
   }
   return hashKey(secret, value);
-}
-
-/**
- * The stored form of a key part as a function (storedKeyPart without its checks: plain
- * names as they are, others hashed), for lookups by stored names (the gossip daemon's:
- * Redis knows a key only by these). Undefined without a key-hash secret.
- */
-export function keyPartHasher(config: {
-  readonly keyHashSecret?: string | undefined;
-  readonly sharedSecret?: string | undefined;
-}): ((part: string) => string) | undefined {
-  const secret = keyHashSecretOf(config);
-  if (secret === undefined) return undefined;
-  return (part) => (KEY_PATTERN.test(part) ? part : hashKey(secret, part));
 }

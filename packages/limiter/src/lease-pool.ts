@@ -1,8 +1,7 @@
 // Per-key leased clients of one process, bounded (LRU): the service's leased
 // path and its fail-closed-to-leases mode both go through this pool.
 import { LeasedClient, type LeasedClientOptions } from "./leased-client.js";
-import type { KeyPolicy, RegionStore } from "./types.js";
-import { quotaKey } from "@geoquota/core";
+import { type KeyPolicy, quotaKey, type RegionStore } from "@geoquota/core";
 
 export interface LeasePoolOptions extends LeasedClientOptions {
   readonly maxKeys: number;

@@ -20,7 +20,7 @@
 // the refill rate), and `pacingMs` (after a short grant the next acquire waits,
 // so a throttled stream costs ~20 Redis calls/s, not one per round-trip).
 import { type MonotonicClock, monotonicNow } from "./clock.js";
-import type { KeyPolicy, Lease, RegionStore } from "./types.js";
+import type { KeyPolicy, Lease, RegionStore } from "@geoquota/core";
 
 /**
  * How long a granted lease may be spent (trap 6, DESIGN §7), for every

@@ -16,7 +16,7 @@ import { type MonotonicClock, monotonicNow } from "./clock.js";
 import { isStoreUnavailable, LimiterError } from "./errors.js";
 import { type FailOpenBound, FailOpenBuckets } from "./fail-open.js";
 import { GuardedStore, type StoreErrorKind } from "./guarded-store.js";
-import { hashKey, keyHashSecretOf, storedKeyPart } from "./key-hygiene.js";
+import { storedKeyPart } from "./key-hygiene.js";
 import { LeasePool } from "./lease-pool.js";
 import { leasedHeldBound } from "./leased-client.js";
 import { ReceiptSigner } from "./receipts.js";
@@ -29,7 +29,9 @@ import {
   type ResetOutcome,
   SHARE_UNITS,
   StoreMisuseError,
-} from "./types.js";
+  hashKey,
+  keyHashSecretOf,
+} from "@geoquota/core";
 
 /** The parts of a region config the engine reads. */
 export type LimiterConfig = Pick<
@@ -145,7 +147,7 @@ function noPolicy(tenant: string, resource: string): KeyPolicy {
   };
 }
 
-interface KeyState {
+interface KeyEntry {
   readonly policy: KeyPolicy;
   /** Undefined while the policy is unknown (fail closed: leases, else deny). */
   readonly resolved: ResolvedKey | undefined;
@@ -296,7 +298,7 @@ export class Limiter {
    * The key's stored names, its meet over the policy versions, and its list/shadow verdict;
    * `resolved` is withheld while the policy is unknown (checked on every call: it expires).
    */
-  private keyState(tenant: string, resource: string, fieldPrefix = ""): KeyState {
+  private keyState(tenant: string, resource: string, fieldPrefix = ""): KeyEntry {
     const id = `${tenant}\u0000${resource}`;
     let e = this.resolvedKeys.get(id);
     if (e === undefined) {
@@ -310,7 +312,7 @@ export class Limiter {
   }
 
   /** keyState without the cache (validates and hashes the names; `resolved` undefined before any set). */
-  private resolveFresh(tenant: string, resource: string, fieldPrefix: string): KeyState {
+  private resolveFresh(tenant: string, resource: string, fieldPrefix: string): KeyEntry {
     const max = this.config.keyMaxLength;
     const storedTenant = storedKeyPart(`${fieldPrefix}tenant`, tenant, max, this.keyHashSecret);
     const storedResource = storedKeyPart(`${fieldPrefix}resource`, resource, max, this.keyHashSecret);
@@ -586,7 +588,7 @@ export class Limiter {
    * unknown every part is enforced (lists and shadow are not known either).
    */
   private degradedCompound(
-    keys: readonly KeyState[],
+    keys: readonly KeyEntry[],
     items: readonly CompoundItem[],
     unknown: boolean,
   ): CompoundResult {

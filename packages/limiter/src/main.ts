@@ -6,6 +6,7 @@ import {
   loadRegionConfig,
   type PolicySet,
   type RegionConfig,
+  logLevelOf,
   readJsonFile,
 } from "@geoquota/config";
 import type { FastifyInstance } from "fastify";
@@ -13,10 +14,9 @@ import { Cluster, Redis } from "ioredis";
 import { Registry } from "prom-client";
 import { RedisAuditLog } from "./admin-routes.js";
 import { type AppConfig, buildApp } from "./app.js";
-import { logLevelOf } from "./log-events.js";
 import type { Limiter } from "./limiter.js";
-import { bindWithFallback } from "./listen.js";
-import { collectProcessMetrics, createSetupDriftMetrics, type SetupDriftMetrics } from "./metrics.js";
+import { bindWithFallback, collectProcessMetrics } from "@geoquota/procs";
+import { createSetupDriftMetrics, type SetupDriftMetrics } from "./metrics.js";
 import { refuseWhileDrifting } from "./setup-drift.js";
 import {
   checkRedisSetup,
@@ -32,7 +32,7 @@ import {
 import { pushProposal, readSnapshot, seedSnapshot } from "@geoquota/rollout";
 import { monotonicNow } from "./clock.js";
 import { documentOf, ReplicatedPolicies } from "./policy-source.js";
-import type { RegionStore } from "./types.js";
+import type { RegionStore } from "@geoquota/core";
 
 export interface RegionService {
   /** `http://host:port` the service listens on. */

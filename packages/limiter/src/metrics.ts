@@ -4,9 +4,9 @@
 // policy (else "other"), so request bodies never create series. Series of a
 // key class or resource no policy names any more are dropped at the next
 // scrape (`isLive`), so the count stays bounded by the current config.
-import { Counter, collectDefaultMetrics, Gauge, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { BreakerState } from "./breaker.js";
-import { SHARE_UNITS } from "./types.js";
+import { SHARE_UNITS } from "@geoquota/core";
 
 /** The `resource` label of anything no configured policy names. */
 export const OTHER_RESOURCE = "other";
@@ -189,19 +189,4 @@ export function createSetupDriftMetrics(registry: Registry, settings: readonly s
     m.changes.inc({ setting }, 0);
   }
   return m;
-}
-
-/**
- * prom-client's default process metrics, less the three `nodejs_active_*_total`
- * gauges: a gauge named `_total` fails `promtool check metrics`, and each is the
- * sum of the by-type gauge beside it (`nodejs_active_handles{type}`, …).
- */
-export function collectProcessMetrics(registry: Registry): void {
-  collectDefaultMetrics({ register: registry });
-  for (const name of [
-    "nodejs_active_handles_total",
-    "nodejs_active_requests_total",
-    "nodejs_active_resources_total",
-  ])
-    registry.removeSingleMetric(name);
 }

@@ -9,6 +9,7 @@
 // `region|tenant|resource|cost|admittedUs|expiresUs|id` (names never contain
 // `|`), mac = HMAC-SHA256(secret, "gq1." + payload) truncated to 128 bits.
 import { createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from "node:crypto";
+import { NAME_PATTERN } from "@geoquota/core";
 
 export interface ReceiptClaims {
   readonly region: string;
@@ -27,7 +28,6 @@ const VERSION = "gq1";
 const MAC_BYTES = 16;
 /** Longer strings are refused before any work (a receipt is ~150 characters). */
 export const RECEIPT_CHARS_MAX = 1024;
-const NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 export const RECEIPT_ID = /^[0-9a-f]{16,32}$/;
 
 export class ReceiptSigner {
@@ -86,9 +86,9 @@ export class ReceiptSigner {
     };
     // Signed by us, so well-formed unless the secret is shared with something else: check anyway.
     const ok =
-      NAME.test(region) &&
-      NAME.test(tenant) &&
-      NAME.test(resource) &&
+      NAME_PATTERN.test(region) &&
+      NAME_PATTERN.test(tenant) &&
+      NAME_PATTERN.test(resource) &&
       Number.isFinite(claims.cost) &&
       claims.cost > 0 &&
       Number.isSafeInteger(claims.admittedUs) &&

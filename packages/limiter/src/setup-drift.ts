@@ -9,7 +9,7 @@
 // deny), exactly as for a write that is not durable. Refunds, releases and
 // reads pass: they hand nothing out.
 import type { LeaseRenewingStore } from "./leased-client.js";
-import type { RegionStore } from "./types.js";
+import type { RegionStore } from "@geoquota/core";
 
 export class SetupDriftError extends Error {
   constructor(

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AUDIT_KEY, AUDIT_RECORDS_MAX, RedisAuditLog } from "../src/admin-routes.js";
 import { buildApp } from "../src/app.js";
 import { ADMIN_TOKEN, testConfig } from "./helpers/config.js";
-import { TIMING } from "./redis-helpers.js";
+import { TIMING } from "../../redis/test/redis-helpers.js";
 
 const REGION = "us-east";
 const SLOW = 0.0001;

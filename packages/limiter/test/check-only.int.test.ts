@@ -9,7 +9,7 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { testConfig } from "./helpers/config.js";
-import { TIMING } from "./redis-helpers.js";
+import { TIMING } from "../../redis/test/redis-helpers.js";
 
 const REGION = "us-east";
 const SLOW = 0.0001; // no refill within the test

@@ -34,8 +34,8 @@ import {
 import { type CertifiedWrite, SNAPSHOT_KEY, writeSnapshot } from "@geoquota/rollout";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { KeyPolicy } from "../src/types.js";
-import { policy, sleep, TIMING } from "./redis-helpers.js";
+import type { KeyPolicy } from "@geoquota/core";
+import { policy, sleep, TIMING } from "../../redis/test/redis-helpers.js";
 
 const started: RedisServer[] = [];
 const clients: Redis[] = [];

@@ -8,7 +8,7 @@ import { parseList } from "structured-headers";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { rateLimitHeaders } from "../src/headers.js";
-import type { Decision, KeyPolicy } from "../src/types.js";
+import type { Decision, KeyPolicy } from "@geoquota/core";
 import { QUOTA_EXCEEDED_TYPE, prefersProblem } from "../src/problem.js";
 import { testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";

@@ -5,8 +5,7 @@ import { Validator } from "@seriousme/openapi-schema-validator";
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
-import { hashKey } from "../src/key-hygiene.js";
-import { keyHashSecretOf } from "../src/key-hygiene.js";
+import { hashKey, keyHashSecretOf } from "@geoquota/core";
 import type { z } from "zod";
 import {
   CheckResponseSchema,

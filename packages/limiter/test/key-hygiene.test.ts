@@ -1,8 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { LimiterError } from "../src/errors.js";
-import { hashKey, ipKey, validateKeyPart } from "../src/key-hygiene.js";
-import { keyHashSecretOf, KEY_PATTERN, storedKeyPart } from "../src/key-hygiene.js";
+import { ipKey, validateKeyPart } from "../src/key-hygiene.js";
+import { hashKey, KEY_PATTERN, keyHashSecretOf } from "@geoquota/core";
+import { storedKeyPart } from "../src/key-hygiene.js";
 
 describe("key hygiene", () => {
   it("aggregates IPv4 to /24", () => {

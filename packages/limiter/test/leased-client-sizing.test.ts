@@ -5,7 +5,7 @@
 import { keyPolicy } from "@geoquota/testkit";
 import { describe, expect, it } from "vitest";
 import { LeasedClient, leasedHeldBound } from "../src/leased-client.js";
-import type { KeyPolicy, Lease } from "../src/types.js";
+import type { KeyPolicy, Lease } from "@geoquota/core";
 import { manualClock } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 

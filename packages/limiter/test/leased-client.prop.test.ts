@@ -6,7 +6,7 @@ import { checkGlobalBound } from "@geoquota/testkit";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { LeasedClient } from "../src/leased-client.js";
-import type { KeyPolicy, Lease } from "../src/types.js";
+import type { KeyPolicy, Lease } from "@geoquota/core";
 import { FakeStore } from "./helpers/fake-store.js";
 
 /**

@@ -1,7 +1,7 @@
 import { checkGlobalBound, keyPolicy } from "@geoquota/testkit";
 import { describe, expect, it } from "vitest";
 import { LeasedClient } from "../src/leased-client.js";
-import type { KeyPolicy, Lease } from "../src/types.js";
+import type { KeyPolicy, Lease } from "@geoquota/core";
 import { manualClock } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 

@@ -6,7 +6,7 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeasedClient } from "../src/leased-client.js";
 import { createRedisStore, initFreshRegion, shardOf } from "@geoquota/redis";
-import type { KeyPolicy, RegionStore } from "../src/types.js";
+import type { KeyPolicy, RegionStore } from "@geoquota/core";
 
 let server: RedisServer;
 let redis: Redis;

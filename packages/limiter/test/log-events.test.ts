@@ -4,7 +4,7 @@
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
-import { logLevelOf, ThrottledEvents } from "../src/log-events.js";
+import { logLevelOf, ThrottledEvents } from "@geoquota/config";
 import { RedisStoreError } from "@geoquota/redis";
 import { ADMIN_TOKEN, manualClock, testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";

@@ -10,11 +10,11 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { createRedisStore, initFreshRegion } from "@geoquota/redis";
-import type { RegionStore } from "../src/types.js";
+import type { RegionStore } from "@geoquota/core";
 import { CheckResponseSchema } from "../src/validation.js";
 import { ADMIN_TOKEN, manualClock, testConfig } from "./helpers/config.js";
 import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
-import { TIMING } from "./redis-helpers.js";
+import { TIMING } from "../../redis/test/redis-helpers.js";
 
 const REGION = "us-east";
 // Refill is negligible over a test, so admissions are counted exactly.

@@ -15,10 +15,10 @@ import {
   startRedisServers,
 } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Algorithm, KeyPolicy, LeaseTiming } from "../src/types.js";
-import { policy } from "./redis-helpers.js";
+import type { Algorithm, KeyPolicy, Timing } from "@geoquota/core";
+import { policy } from "../../redis/test/redis-helpers.js";
 
-const TIMING: LeaseTiming = { epsilonUs: 50_000, loanDurationUs: 3_000_000 };
+const TIMING: Timing = { epsilonUs: 50_000, loanDurationUs: 3_000_000 };
 const HALF = 500_000;
 
 let servers: RedisServer[] = [];

@@ -16,8 +16,8 @@ import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parsePolicies } from "@geoquota/config";
 import { startRegionService } from "../src/main.js";
-import type { KeyPolicy } from "../src/types.js";
-import { policy, regionConfig, TIMING } from "./redis-helpers.js";
+import type { KeyPolicy } from "@geoquota/core";
+import { policy, regionConfig, TIMING } from "../../redis/test/redis-helpers.js";
 
 let server: RedisServer;
 let redis: Redis;

@@ -17,7 +17,7 @@ import {
   RedisStoreError,
   shardOf,
 } from "@geoquota/redis";
-import { policy, serviceConfig, TIMING } from "./redis-helpers.js";
+import { policy, serviceConfig, TIMING } from "../../redis/test/redis-helpers.js";
 
 const started: RedisServer[] = [];
 afterEach(async () => {

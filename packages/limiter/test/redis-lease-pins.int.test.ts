@@ -16,12 +16,12 @@ import {
   initFreshRegion,
   type RedisRegionStore,
 } from "@geoquota/redis";
-import type { KeyPolicy, LeaseTiming } from "../src/types.js";
-import { policy, sleep } from "./redis-helpers.js";
+import type { KeyPolicy, Timing } from "@geoquota/core";
+import { policy, sleep } from "../../redis/test/redis-helpers.js";
 
 /** D = 3 s (leases may be as long), ε = 50 ms. */
-const TIMING: LeaseTiming = { epsilonUs: 50_000, loanDurationUs: 3_000_000 };
-const LEASED: LeaseTiming = { ...TIMING, leasedMode: true };
+const TIMING: Timing = { epsilonUs: 50_000, loanDurationUs: 3_000_000 };
+const LEASED: Timing = { ...TIMING, leasedMode: true };
 const C = 100;
 const R = 100;
 const HALF = 500_000;
@@ -36,7 +36,7 @@ let servers: RedisServer[] = [];
 let a: Region;
 let b: Region;
 
-function region(server: RedisServer, name: string, timing: LeaseTiming): Region {
+function region(server: RedisServer, name: string, timing: Timing): Region {
   const redis = server.client();
   return {
     redis,

@@ -20,7 +20,7 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { testConfig } from "./helpers/config.js";
-import { sleep, TIMING } from "./redis-helpers.js";
+import { sleep, TIMING } from "../../redis/test/redis-helpers.js";
 
 const RESOURCE = "api";
 const REGION = "us-east";

@@ -6,8 +6,8 @@
 // extends it) and no more.
 import { refundedReceiptsKey } from "@geoquota/redis";
 import { describe, expect, it } from "vitest";
-import type { KeyPolicy } from "../src/types.js";
-import { freshRegionPerFile, policy, sleep } from "./redis-helpers.js";
+import type { KeyPolicy } from "@geoquota/core";
+import { freshRegionPerFile, policy, sleep } from "../../redis/test/redis-helpers.js";
 
 const fx = freshRegionPerFile();
 

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { createRedisStore, initFreshRegion, markerKey, shardOf } from "@geoquota/redis";
 import { testConfig } from "./helpers/config.js";
-import { sleep, TIMING } from "./redis-helpers.js";
+import { sleep, TIMING } from "../../redis/test/redis-helpers.js";
 
 const RESOURCE = "api";
 const VICTIM = "victim";

@@ -7,11 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { hashKey } from "../src/key-hygiene.js";
-import { keyHashSecretOf } from "../src/key-hygiene.js";
+import { hashKey, keyHashSecretOf } from "@geoquota/core";
 import { type RegionService, runRegion, startRegionService } from "../src/main.js";
 import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
-import { regionConfig } from "./redis-helpers.js";
+import { regionConfig } from "../../redis/test/redis-helpers.js";
 
 const policies = parsePolicies(
   {

@@ -4,7 +4,7 @@
 // hash to one slot, so every script is Redis-Cluster safe.
 import type { Cluster, Redis } from "ioredis";
 import { RedisStoreError } from "./errors.js";
-import { quotaKey } from "@geoquota/core";
+import { NAME_CHARS, NAME_PATTERN, parseQuotaKey, quotaKey } from "@geoquota/core";
 
 /** A region's Redis: a standalone server (primary) or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
@@ -54,10 +54,9 @@ export function drainGenKey(shard: number): string {
 /** 0 … SHARDS − 1. */
 export const ALL_SHARDS: readonly number[] = Array.from({ length: SHARDS }, (_, i) => i);
 
-const NAME = /^[A-Za-z0-9_.-]{1,128}$/;
-
 export function assertName(kind: string, value: string): void {
-  if (!NAME.test(value)) throw new RedisStoreError("GQ_ERR_BAD_NAME", `${kind} ${JSON.stringify(value)}`);
+  if (!NAME_PATTERN.test(value))
+    throw new RedisStoreError("GQ_ERR_BAD_NAME", `${kind} ${JSON.stringify(value)}`);
 }
 
 /** P:b, P:c, P:l, P:k, P:z of one (tenant, resource), in script KEYS order. */
@@ -66,9 +65,12 @@ export function keyNames(tenant: string, resource: string): [string, string, str
   return [`${p}:b`, `${p}:c`, `${p}:l`, `${p}:k`, `${p}:z`];
 }
 
+const NAME_PART = `([${NAME_CHARS}]{1,128})`;
+const COUNTER_KEY = new RegExp(`^gq:\\{s(\\d{1,3})\\}:${NAME_PART}:${NAME_PART}:c$`);
+
 /** `gq:{s<k>}:<tenant>:<resource>:c` → tenant and resource, or undefined for another key. */
 export function parseCounterKey(name: string): { tenant: string; resource: string } | undefined {
-  const m = /^gq:\{s(\d{1,3})\}:([A-Za-z0-9_.-]{1,128}):([A-Za-z0-9_.-]{1,128}):c$/.exec(name);
+  const m = COUNTER_KEY.exec(name);
   if (!m || shardOf(m[2] as string) !== Number(m[1])) return undefined;
   return { tenant: m[2] as string, resource: m[3] as string };
 }
@@ -78,9 +80,9 @@ export function dirtyMember(tenant: string, resource: string): string {
   return quotaKey(tenant, resource);
 }
 
+/** Inverse of dirtyMember (a member without `|`, never written, reads as a tenant with an empty resource). */
 export function parseDirtyMember(member: string): { tenant: string; resource: string } {
-  const at = member.indexOf("|");
-  return { tenant: member.slice(0, at), resource: member.slice(at + 1) };
+  return parseQuotaKey(member) ?? { tenant: member, resource: "" };
 }
 
 const CRC16_TABLE = (() => {

@@ -2,7 +2,7 @@
 // interface, from the layout of its `-- Returns:` line; a reply of another
 // shape is GQ_ERR_SCRIPT_REPLY naming the field, never a silent NaN or a
 // shifted field. (Against real Redis, every decoder runs in
-// packages/limiter/test/lua-differential.int.test.ts, field by field against
+// packages/redis/test/lua-differential.int.test.ts, field by field against
 // the model.)
 import { describe, expect, it } from "vitest";
 import { RedisStoreError } from "../src/errors.js";

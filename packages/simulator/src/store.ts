@@ -10,7 +10,7 @@ import type { ReturnedMark } from "@geoquota/crdt";
 import type { KeyLimit, KeyPolicy, LoanRecord, ReceivedLoan } from "@geoquota/core";
 import {
   type DaemonStore,
-  type KeyState,
+  type KeyReading,
   keyStateOf,
   mergeOf,
   type RedisKeyView,
@@ -77,7 +77,7 @@ export function createModelDaemonStore(env: ModelStoreEnv): DaemonStore {
       return env.exec(() => ({ cursor: "0", keys: [MODEL_KEY] }));
     },
 
-    readKey(policy): Promise<KeyState> {
+    readKey(policy): Promise<KeyReading> {
       limitOf(policy);
       return env.exec((now) => {
         const r = env.redis();

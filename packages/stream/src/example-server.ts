@@ -4,11 +4,11 @@
 // Every ~250 ms the server tells the client what it has admitted so far
 // (`{"admittedFrames":…,"admittedBytes":…}`, a text frame, not metered), and
 // `GET /metrics` serves the Prometheus metrics. Loopback only by default.
+import { KEY_MAX_LENGTH, KEY_PATTERN, type RegionStore, type Timing } from "@geoquota/core";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { PolicySet } from "@geoquota/config";
-import { connectRegionRedis, createRedisStore, type LeaseTiming, type RegionStore } from "@geoquota/limiter";
-import { KEY_MAX_LENGTH, KEY_PATTERN } from "@geoquota/limiter/internal";
+import { connectRegionRedis, createRedisStore } from "@geoquota/limiter";
 import { Registry } from "prom-client";
 import { type RawData, WebSocketServer } from "ws";
 import type { FrameInfo } from "./metered-connection.js";
@@ -24,7 +24,7 @@ export interface ExampleServerOptions
   readonly store?: RegionStore;
   readonly redisUrl?: string;
   /** ε and D of the region config (defaults 250 ms, 3000 ms). */
-  readonly timing?: LeaseTiming;
+  readonly timing?: Timing;
   readonly host?: string;
   /** 0 picks a free port (default). */
   readonly port?: number;

@@ -2,9 +2,10 @@
 // inbound frames and bytes draw on its global quota (two token-bucket
 // resources, leased in-process from this region's bucket) behind a
 // per-connection cap. See README.md for the mechanism and its bounds.
+import { KEY_MAX_LENGTH, KEY_PATTERN, type KeyPolicy, type RegionStore } from "@geoquota/core";
 import { type PolicySet, quotaKey, resolvePolicy } from "@geoquota/config";
-import { type KeyPolicy, LeasedClient, type LeasedClientOptions, type RegionStore } from "@geoquota/limiter";
-import { KEY_MAX_LENGTH, KEY_PATTERN, type MonotonicClock, monotonicNow } from "@geoquota/limiter/internal";
+import { LeasedClient, type LeasedClientOptions } from "@geoquota/limiter";
+import { type MonotonicClock, monotonicNow } from "@geoquota/limiter/internal";
 import { Registry } from "prom-client";
 import type { WebSocket } from "ws";
 import { LocalBucket } from "./local-bucket.js";

@@ -2,7 +2,8 @@
 // per stream resource (bytes, frames), shared by all of the tenant's
 // connections here, so they draw on one regional bucket each (DESIGN §7's
 // leased path) and together obey the tenant's global bound.
-import type { KeyPolicy, LeasedClient } from "@geoquota/limiter";
+import type { KeyPolicy } from "@geoquota/core";
+import type { LeasedClient } from "@geoquota/limiter";
 
 /** Lease sizing for one resource; defaults derive from the region's slice (see `leaseSizing`). */
 export interface LeaseSizing {

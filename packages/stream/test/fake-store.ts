@@ -1,7 +1,7 @@
 // An in-memory RegionStore for unit tests: one token bucket per key on an
 // injected clock, leases counted against capacity like the Lua scripts
 // (tokens + outstanding ≤ capacity). Only what the stream package calls.
-import type { KeyPolicy, Lease, RegionStore } from "@geoquota/limiter";
+import type { KeyPolicy, Lease, RegionStore } from "@geoquota/core";
 
 interface Bucket {
   tokens: number;

@@ -1,7 +1,8 @@
 // The limiter's LeasedClient as streams run it (STREAM_LEASE_MODE), on an
 // injected clock: partial takes across leases, early release of a used-up
 // lease, pacing after short grants, timing from the send.
-import { type KeyPolicy, LeasedClient, type LeasedClientOptions, type RegionStore } from "@geoquota/limiter";
+import type { KeyPolicy, RegionStore } from "@geoquota/core";
+import { LeasedClient, type LeasedClientOptions } from "@geoquota/limiter";
 import { describe, expect, it } from "vitest";
 import { LocalBucket, leaseSizing, STREAM_LEASE_MODE } from "../src/index.js";
 import { FakeStore } from "./fake-store.js";

@@ -1,7 +1,8 @@
 // One region, real Redis, real loopback sockets: a client writing as fast as
 // it can is held to the tenant's byte and frame rates (exact oracle), frames
 // arrive complete and in order, and a paused connection is not read.
-import { createRedisStore, initFreshRegion, type RegionStore } from "@geoquota/limiter";
+import type { RegionStore } from "@geoquota/core";
+import { createRedisStore, initFreshRegion } from "@geoquota/limiter";
 import { checkGlobalBound, type RedisServer, startRedis } from "@geoquota/testkit";
 import type { Redis } from "ioredis";
 import type { WebSocket } from "ws";

@@ -4,11 +4,12 @@
 // Every admitted frame is recorded server-side as [read, delivered] on the
 // demo's clock, for the exact oracle. The cluster must run with a policies
 // file that has the stream_* entries too: `mergePolicyFiles` writes one.
+import type { Timing } from "@geoquota/core";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { lookupPolicy, type PolicySet } from "@geoquota/config";
-import { connectRegionRedis, createRedisStore, type LeaseTiming } from "@geoquota/limiter";
+import { connectRegionRedis, createRedisStore } from "@geoquota/limiter";
 import { type ExampleServer, runFloodClient, startExampleServer } from "@geoquota/stream";
 
 export const STREAM_RESOURCE = "stream_bytes";
@@ -84,7 +85,7 @@ export interface StreamRigOptions {
   /** Each client writes at multiple × the tenant's byte rate (default 10). */
   readonly multiple?: number;
   readonly frameBytes?: number;
-  readonly timing?: LeaseTiming;
+  readonly timing?: Timing;
 }
 
 export async function startStreamRig(o: StreamRigOptions): Promise<StreamRig> {

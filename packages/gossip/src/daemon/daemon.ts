@@ -6,6 +6,7 @@
 // validates and merges what peers send; merged keys are written into Redis
 // here, serialized with the rounds). The daemon holds no authority of its
 // own: Redis is the source of truth, the map is a cache a restart rebuilds.
+import type { KeyPolicy } from "@geoquota/core";
 import {
   type DecodeLimits,
   DEFAULT_LIMITS,
@@ -16,16 +17,15 @@ import {
   PNCounter,
   Replica,
 } from "@geoquota/crdt";
-import type { KeyPolicy } from "@geoquota/limiter";
 import { DEFAULT_POLICY_OPTIONS, type PolicyOptions } from "../policy/index.js";
 import { type ClockCheckOptions, PeerClocks } from "./clock-offsets.js";
 import { DurableLedger } from "./durable-ledger.js";
 import { FrameHandling, type FrameLink } from "./frames.js";
 import type { DaemonMetrics } from "./metrics.js";
-import { PolicyStep, type ResolvedKey } from "./policy-step.js";
+import { PolicyStep, type DaemonKey } from "./policy-step.js";
 import { isRolloutFrame } from "./rollout-frame.js";
 import type { RolloutStatus, RolloutStep } from "./rollout-step.js";
-import type { DaemonStore, KeyState, PolicyResolver } from "./store-port.js";
+import type { DaemonStore, KeyReading, PolicyResolver } from "./store-port.js";
 
 export type { FrameLink } from "./frames.js";
 
@@ -384,7 +384,7 @@ export class GossipDaemon {
     return this.deps.rollout === undefined || this.deps.rollout.known;
   }
 
-  private policyFor(key: string): ResolvedKey | undefined {
+  private policyFor(key: string): DaemonKey | undefined {
     if (this.deps.rollout !== undefined && !this.deps.rollout.known) return undefined;
     const parts = decodeKey(key);
     if (!parts.ok) return undefined;
@@ -404,7 +404,7 @@ export class GossipDaemon {
   private async processKey(key: string): Promise<boolean> {
     const p = this.policyFor(key);
     if (!p) return false;
-    let state: KeyState;
+    let state: KeyReading;
     try {
       state = await this.deps.store.readKey(p.policy);
     } catch (err) {
@@ -427,7 +427,7 @@ export class GossipDaemon {
    * nothing they send changes the map and nothing would be merged back.
    * While Redis lacks counters the map holds, merge the map's record in.
    */
-  private mergeBackIfRecovering(key: string, state: KeyState): void {
+  private mergeBackIfRecovering(key: string, state: KeyReading): void {
     const known = this.replica.state.get(key);
     if (
       state.recovering &&
@@ -451,7 +451,7 @@ export class GossipDaemon {
    * round's read; a read answered by a server reached after a reconnect may
    * hold records the promoted one lacks.
    */
-  private async durablePart(key: string, policy: KeyPolicy, state: KeyState): Promise<KeyRecord> {
+  private async durablePart(key: string, policy: KeyPolicy, state: KeyReading): Promise<KeyRecord> {
     const record = state.record;
     if (!this.durable.pending(key, record)) return record;
     let ok = false;

@@ -6,7 +6,7 @@ import { KeyRecord, type Loan } from "@geoquota/crdt";
 import { type LoanRecord, loanOutstanding, loanUsable, SHARE_UNITS } from "@geoquota/core";
 import { type CounterSets, counterFieldsOf } from "@geoquota/redis";
 import type { InboundLoan } from "../policy/index.js";
-import type { KeyState } from "./store-port.js";
+import type { KeyReading } from "./store-port.js";
 
 /** What a region's Redis holds for one key, as the store reads it (KeyStateView's gossip part). */
 export interface RedisKeyView {
@@ -30,7 +30,7 @@ export function keyStateOf(
   epsilonUs: number,
   capacity: number,
   v: RedisKeyView,
-): Omit<KeyState, "readTicket"> {
+): Omit<KeyReading, "readTicket"> {
   const now = v.nowUs;
   const record = KeyRecord.initial();
   for (const [replica, n] of Object.entries(v.counters.admitted)) record.consumed.p.set(replica, n);

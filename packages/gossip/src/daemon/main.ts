@@ -29,13 +29,9 @@ import {
   readSnapshotRaw,
   writeSnapshot,
 } from "@geoquota/rollout";
-import {
-  collectProcessMetrics,
-  listenServer,
-  keyPartHasher,
-  logLevelOf,
-  ThrottledEvents,
-} from "@geoquota/limiter/internal";
+import { keyPartHasher } from "@geoquota/core";
+import { logLevelOf, ThrottledEvents } from "@geoquota/config";
+import { collectProcessMetrics, listenServer } from "@geoquota/procs";
 import pino from "pino";
 import { Gauge, Registry } from "prom-client";
 import { Mesh } from "../transport/index.js";

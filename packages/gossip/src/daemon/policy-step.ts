@@ -5,8 +5,8 @@
 // loan or return that the store made durable enters the map (and the
 // durability ledger) to be shipped. Also keeps the active set (keys worth a
 // policy run every round) and a bounded sample of targets for /v1/status.
+import type { KeyPolicy } from "@geoquota/core";
 import { KeyRecord, type Replica } from "@geoquota/crdt";
-import type { KeyPolicy } from "@geoquota/limiter";
 import {
   type CounterReading,
   decideRound,
@@ -18,7 +18,7 @@ import {
 import type { DurableLedger } from "./durable-ledger.js";
 import type { FrameLink } from "./frames.js";
 import type { DaemonMetrics } from "./metrics.js";
-import type { DaemonStore, KeyState } from "./store-port.js";
+import type { DaemonStore, KeyReading } from "./store-port.js";
 
 interface ActiveKey {
   tenant: string;
@@ -28,7 +28,7 @@ interface ActiveKey {
 }
 
 /** A key's policy as the daemon resolved it. */
-export interface ResolvedKey {
+export interface DaemonKey {
   readonly tenant: string;
   readonly resource: string;
   readonly policy: KeyPolicy;
@@ -79,7 +79,7 @@ export class PolicyStep {
    * decision. True when the key's targets moved this round by FAST_ROUND_MOVE_PPM or more:
    * shares are on their way somewhere, and the daemon's next round comes sooner (daemon.ts).
    */
-  async run(key: string, p: ResolvedKey, state: KeyState, merged: KeyRecord): Promise<boolean> {
+  async run(key: string, p: DaemonKey, state: KeyReading, merged: KeyRecord): Promise<boolean> {
     const entry = this.active.get(key) ?? {
       tenant: p.tenant,
       resource: p.resource,
@@ -135,7 +135,7 @@ export class PolicyStep {
    */
   private withExcludedReturns(
     returns: readonly { lender: string; seq: number }[],
-    inUse: KeyState["inUse"],
+    inUse: KeyReading["inUse"],
   ): readonly { lender: string; seq: number }[] {
     const extra = inUse.filter(
       (l) => this.d.excluded(l.lender) && !returns.some((r) => r.lender === l.lender && r.seq >= l.seq),
@@ -169,7 +169,7 @@ export class PolicyStep {
   private async grants(
     key: string,
     policy: KeyPolicy,
-    state: KeyState,
+    state: KeyReading,
     grants: Readonly<Record<string, number>>,
   ): Promise<void> {
     for (const [borrower, units] of Object.entries(grants)) {

@@ -6,7 +6,7 @@
 // @geoquota/redis too).
 import type { RegionConfig } from "@geoquota/config";
 import { encodeKey, type ReturnedMark } from "@geoquota/crdt";
-import type { KeyPolicy } from "@geoquota/limiter";
+import type { KeyPolicy } from "@geoquota/core";
 import {
   createGossipStore,
   createPrimaryWatcher,
@@ -16,7 +16,7 @@ import {
   type Ticket,
 } from "@geoquota/redis";
 import { keyStateOf, mergeOf } from "./key-translation.js";
-import type { DaemonStore, KeyState } from "./store-port.js";
+import type { DaemonStore, KeyReading } from "./store-port.js";
 
 export interface RedisDaemonStoreOptions {
   /**
@@ -101,7 +101,7 @@ export async function createRedisDaemonStore(
       return { cursor: r.cursor, keys };
     },
 
-    async readKey(policy: KeyPolicy): Promise<KeyState> {
+    async readKey(policy: KeyPolicy): Promise<KeyReading> {
       const v = await store.readKeyState(policy);
       return { ...keyStateOf(region, epsUs, policy.limit.capacity, v), readTicket: v.ticket };
     },

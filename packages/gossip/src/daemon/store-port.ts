@@ -1,8 +1,8 @@
 // What the daemon needs from its region's Redis. The Redis implementation
 // (an adapter over the limiter's GossipStore scripts) lives in redis-port.ts;
 // tests may use another implementation.
+import type { KeyPolicy } from "@geoquota/core";
 import type { KeyRecord, Loan, ReturnedMark } from "@geoquota/crdt";
-import type { KeyPolicy } from "@geoquota/limiter";
 import type { InboundLoan, RegionQuota } from "../policy/index.js";
 
 /** Resolves a key's policy for this region and the quotas of all regions. */
@@ -10,8 +10,8 @@ export interface PolicyResolver {
   resolve(tenant: string, resource: string): { policy: KeyPolicy; regions: readonly RegionQuota[] };
 }
 
-/** One key's state in this region's Redis, read atomically by a script. */
-export interface KeyState {
+/** One key as a script read it from this region's Redis (atomically). */
+export interface KeyReading {
   /** Redis TIME of the read, µs. */
   readonly nowUs: number;
   readonly recovering: boolean;
@@ -43,7 +43,7 @@ export interface DaemonStore {
   drainDirty(max: number): Promise<string[]>;
   /** A slice of all keys, for the slow anti-entropy sweep (cursor "0" starts and ends a pass). */
   sweepKeys(cursor: string, count: number): Promise<{ cursor: string; keys: string[] }>;
-  readKey(policy: KeyPolicy): Promise<KeyState>;
+  readKey(policy: KeyPolicy): Promise<KeyReading>;
   /**
    * Merges what peers told us: counter entries by max, loans granted to this
    * region (settling the bucket first), returns of loans this region granted.
@@ -59,7 +59,7 @@ export interface DaemonStore {
   returnLoan(policy: KeyPolicy, lender: string, seq: number): Promise<ReturnedMark | null>;
   /**
    * True once every write the store accepted for this key before `since` (a
-   * `KeyState.readTicket`; default: the call) is durable: a certificate on the
+   * `KeyReading.readTicket`; default: the call) is durable: a certificate on the
    * connection the read went out on, with no reconnect since (Redis WAIT
    * acked by every configured and connected replica). Loans and returns read
    * back by `readKey` leave the region only after this succeeded (DESIGN §4).

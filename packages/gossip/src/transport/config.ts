@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { NAME_MESSAGE, NAME_PATTERN } from "@geoquota/core";
 
 /** The wire protocol version this build speaks. */
 export const PROTOCOL_VERSION = 1;
@@ -8,8 +9,8 @@ export const HEARTBEAT_MISSES_MAX = 3;
 
 const MiB = 1024 * 1024;
 
-// Same alphabet as every other region id in geoquota (docs/internals.md).
-const regionId = z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, "region id must match ^[A-Za-z0-9_.-]{1,128}$");
+// Same alphabet as every other region id in geoquota (@geoquota/core ids, docs/internals.md).
+const regionId = z.string().regex(NAME_PATTERN, `region id: ${NAME_MESSAGE}`);
 
 /** A peer's address: a ws:// or wss:// URL. */
 export const peerUrlSchema = z

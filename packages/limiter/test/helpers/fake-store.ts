@@ -12,7 +12,7 @@ import {
   type RefundReceiptRef,
   type RegionStore,
   SHARE_UNITS,
-} from "../../src/types.js";
+} from "@geoquota/core";
 
 interface LeaseState {
   tokens: number;

@@ -5,7 +5,7 @@ import { writeFileSync } from "node:fs";
 import { redisPerFile } from "@geoquota/testkit";
 import { expect, it } from "vitest";
 import { createGossipStore, createRedisStore, initFreshRegion, keyNames } from "@geoquota/redis";
-import type { Algorithm } from "../src/types.js";
+import type { Algorithm } from "@geoquota/core";
 import { policy, TIMING } from "./redis-helpers.js";
 
 const fx = redisPerFile(initFreshRegion);

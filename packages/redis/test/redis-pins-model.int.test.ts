@@ -18,19 +18,19 @@ import {
   type RedisRegionStore,
   shardOf,
 } from "@geoquota/redis";
-import type { KeyPolicy, LeaseTiming, LoanRecord } from "../src/types.js";
+import type { KeyPolicy, LoanRecord, Timing } from "@geoquota/core";
 import { policy, sleep } from "./redis-helpers.js";
 
 /** Short D so loans and leases lapse inside a sequence. */
-const PLAIN: LeaseTiming = { epsilonUs: 20_000, loanDurationUs: 300_000 };
-const LEASED: LeaseTiming = { ...PLAIN, leasedMode: true };
+const PLAIN: Timing = { epsilonUs: 20_000, loanDurationUs: 300_000 };
+const LEASED: Timing = { ...PLAIN, leasedMode: true };
 
 interface Side {
   readonly name: "a" | "b";
   readonly redis: Redis;
   readonly store: RedisRegionStore;
   readonly gossip: GossipStore;
-  readonly timing: LeaseTiming;
+  readonly timing: Timing;
 }
 
 let servers: RedisServer[] = [];

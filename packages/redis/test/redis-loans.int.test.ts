@@ -12,11 +12,11 @@ import {
   markerKey,
   type RedisRegionStore,
 } from "@geoquota/redis";
-import type { KeyPolicy, LeaseTiming, LoanRecord } from "../src/types.js";
+import type { KeyPolicy, LoanRecord, Timing } from "@geoquota/core";
 import { policy, sleep } from "./redis-helpers.js";
 
 /** Short D and ε so lapses happen within a test; ε still ≫ scheduling noise is not needed: expectations use the scripts' TIME. */
-const FAST: LeaseTiming = { epsilonUs: 50_000, loanDurationUs: 400_000 };
+const FAST: Timing = { epsilonUs: 50_000, loanDurationUs: 400_000 };
 const BASE = 500_000;
 const FLOOR = 20_000;
 

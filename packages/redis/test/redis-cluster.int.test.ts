@@ -16,7 +16,7 @@ import {
   shardOf,
   shardSlot,
 } from "@geoquota/redis";
-import type { KeyPolicy } from "../src/types.js";
+import type { KeyPolicy } from "@geoquota/core";
 import { policy, receiptRef, TIMING } from "./redis-helpers.js";
 
 interface TestCluster {

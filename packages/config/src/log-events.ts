@@ -3,7 +3,7 @@
 // without parsing messages. Noisy events (Redis errors during an outage) go
 // through a throttle: at most one line per kind per interval, carrying the
 // number of lines suppressed since the last one.
-import { ConfigError } from "@geoquota/config";
+import { ConfigError } from "./errors.js";
 
 /** The logging surface needed here; a pino Logger and Fastify's `app.log` satisfy it. */
 export interface EventLogger {

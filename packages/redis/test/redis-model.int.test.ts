@@ -6,7 +6,7 @@ import * as lease from "@geoquota/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { keyLimit } from "@geoquota/redis";
-import type { Algorithm, KeyPolicy } from "../src/types.js";
+import type { Algorithm, KeyPolicy } from "@geoquota/core";
 import { freshRegionPerFile, policy, receiptRef, sleep, TIMING } from "./redis-helpers.js";
 
 const fx = freshRegionPerFile();

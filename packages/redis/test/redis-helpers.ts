@@ -2,9 +2,9 @@
 import { parseRegionConfig, type RegionConfig } from "@geoquota/config";
 import { createRedisStore, initFreshRegion } from "@geoquota/redis";
 import { keyPolicy, redisPerFile } from "@geoquota/testkit";
-import type { KeyPolicy, LeaseTiming, RefundReceiptRef } from "../src/types.js";
+import type { KeyPolicy, RefundReceiptRef, Timing } from "@geoquota/core";
 
-export const TIMING: LeaseTiming = { epsilonUs: 250_000, loanDurationUs: 3_000_000 };
+export const TIMING: Timing = { epsilonUs: 250_000, loanDurationUs: 3_000_000 };
 
 let n = 0;
 /** A policy on a fresh tenant (tests never share keys). */

@@ -38,12 +38,12 @@ import {
   type ScriptCaller,
   shardOf,
 } from "@geoquota/redis";
-import type { Algorithm, KeyPolicy, LeaseTiming } from "../src/types.js";
+import type { Algorithm, KeyPolicy, Timing } from "@geoquota/core";
 
 let receipts = 0;
 
 /** Short D and ε so loans lapse, recoveries end and leases expire within a sequence. */
-const TIMING: LeaseTiming = { epsilonUs: 5_000, loanDurationUs: 80_000 };
+const TIMING: Timing = { epsilonUs: 5_000, loanDurationUs: 80_000 };
 const U = 1_000_000;
 const SEED = process.env.GQ_DIFF_SEED !== undefined ? Number(process.env.GQ_DIFF_SEED) : 20_261_130;
 const PATH = process.env.GQ_DIFF_PATH;

@@ -1,0 +1,51 @@
+// A check resolves its key once (issue 27 point 5): the limiter keeps one
+// KeyPolicy object per key and policy version, so the Redis store's argument
+// cache (keyed by that object, @geoquota/redis args.ts) builds a key's KEYS
+// and ARGV once and every later check of the key reuses them.
+import type { Decision, KeyPolicy } from "@geoquota/core";
+import { type KeyArgs, keyArgsBuilder } from "@geoquota/redis";
+import { describe, expect, it } from "vitest";
+import { Limiter } from "../src/limiter.js";
+import { testConfig, testPolicies } from "./helpers/config.js";
+import { FakeStore } from "./helpers/fake-store.js";
+
+const TIMING = { epsilonUs: 250_000, loanDurationUs: 10_000_000 };
+
+/** A FakeStore that builds each check's script arguments as the Redis store does, counting builds. */
+class ArgsCountingStore extends FakeStore {
+  private readonly build = keyArgsBuilder(TIMING);
+  readonly built = new Set<KeyArgs>();
+  readonly policies: KeyPolicy[] = [];
+  override async check(policy: KeyPolicy, cost: number): Promise<Decision> {
+    this.policies.push(policy);
+    this.built.add(this.build(policy));
+    return await super.check(policy, cost);
+  }
+}
+
+describe("a key resolved once per check", () => {
+  it("three checks of one key reuse the cached script arguments", async () => {
+    const store = new ArgsCountingStore();
+    const limiter = new Limiter({ store, config: testConfig(), policies: testPolicies() });
+    for (let i = 0; i < 3; i++) {
+      const r = await limiter.check("cust_ent_9942", "payments_checkout", 1);
+      expect(r.source).toBe("store");
+    }
+    expect(store.policies).toHaveLength(3);
+    expect(store.policies[1]).toBe(store.policies[0]);
+    expect(store.policies[2]).toBe(store.policies[0]);
+    expect(store.built.size).toBe(1);
+  });
+
+  it("another key, or a new policy version, builds its arguments anew", async () => {
+    const store = new ArgsCountingStore();
+    const limiter = new Limiter({ store, config: testConfig(), policies: testPolicies() });
+    await limiter.check("cust_ent_9942", "payments_checkout", 1);
+    await limiter.check("cust_free_1018", "payments_checkout", 1);
+    expect(store.built.size).toBe(2);
+    limiter.setPolicies(testPolicies());
+    await limiter.check("cust_ent_9942", "payments_checkout", 1);
+    await limiter.check("cust_ent_9942", "payments_checkout", 1);
+    expect(store.built.size).toBe(3);
+  });
+});
