@@ -33,6 +33,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const packages = readdirSync(join(root, "packages")).sort();
 
+/** The version pnpm-lock.yaml resolved for a third-party package (its one `name@x.y.z:` entry). */
+function lockedVersion(name: string): string {
+  const lock = readFileSync(new URL("../pnpm-lock.yaml", import.meta.url), "utf8");
+  const m = new RegExp(`^  ${name}@(\\d+\\.\\d+\\.\\d+):`, "m").exec(lock);
+  if (m === null) throw new Error(`pnpm-lock.yaml has no entry for ${name}`);
+  return m[1] as string;
+}
+
 /** The root package.json's exact devDependency pin of `name` (what the bootstrap put in the store). */
 function rootDevPin(name: string): string {
   const root = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
@@ -124,6 +132,9 @@ describe("packed tarballs install into an empty directory and work", () => {
       // @types/node: a transitive "*"/">=" range (protobufjs) would pick the registry's
       // newest, which the store lacks offline; the workspace's own pin is in it.
       `overrides:\n${overrides}\n  light-my-request: 6.6.0\n  "@types/node": ${rootDevPin("@types/node")}\n` +
+        // ws: the packages' "^8.23.0" would take the newest the cached metadata lists,
+        // which the store may lack offline; the workspace's locked version is in it.
+        `  ws: ${lockedVersion("ws")}\n` +
         // As the workspace: protobufjs (the RLS's gRPC) has a postinstall it does not need.
         "allowBuilds:\n  protobufjs: false\n",
     );
@@ -291,7 +302,7 @@ describe("npm: the packed libraries in a TypeScript app with @fastify/rate-limit
   let redis: RedisServer;
   // The limiter and the workspace packages it depends on (each a direct dependency, so
   // npm takes them from the tarballs: the manifests name them at version 0.1.0).
-  const libraries = ["config", "crdt", "lease", "limiter", "redis", "rollout"];
+  const libraries = ["config", "core", "crdt", "limiter", "procs", "redis", "rollout"];
 
   beforeAll(async () => {
     const file = await packAll();
