@@ -7,7 +7,7 @@
 // `pathNot` on the rule it breaks and remove it when the departure is fixed.
 
 /** Workspace packages that import no other workspace package (the ground floor). */
-const LEAF_PACKAGES = ["sim", "core", "procs", "rollout"];
+const LEAF_PACKAGES = ["sim", "core", "edge", "procs", "rollout"];
 
 /** from/to of a rule "package `name` imports only the ground floor (@geoquota/core)". */
 const onlyTheGroundFloor = (name) => ({
@@ -31,7 +31,7 @@ module.exports = {
       name: "leaf-packages-import-nothing-of-ours",
       severity: "error",
       comment:
-        "sim (PRNG, clock, network, the G1 oracle), core (the ground floor: shared vocabulary and the pure model), procs (process spawners) and rollout (replicated policy versions and their Redis keys) import no other workspace package.",
+        "sim (PRNG, clock, network, the G1 oracle), core (the ground floor: shared vocabulary and the pure model), edge (the process edge: listening, process metrics), procs (process spawners) and rollout (replicated policy versions and their Redis keys) import no other workspace package.",
       from: { path: `^packages/(${LEAF_PACKAGES.join("|")})/src/` },
       to: { path: "^(packages/([^/]+)/|@geoquota/)", pathNot: ["^packages/$1/"] },
     },
@@ -81,23 +81,23 @@ module.exports = {
       name: "limiter-layer",
       severity: "error",
       comment:
-        "The limiter imports config, core, crdt, procs, redis and rollout only: never the daemon, the stream, the CLI, the bench, the simulation or the test kit.",
+        "The limiter imports config, core, crdt, edge, redis and rollout only: never the daemon, the stream, the CLI, the bench, the simulation, the test kit or the process spawners (@geoquota/procs: a library user installs no Toxiproxy client).",
       from: { path: "^packages/limiter/src/" },
-      to: { path: ourPackage(["gossip", "stream", "cli", "bench", "sim", "simulator", "testkit"]) },
+      to: { path: ourPackage(["gossip", "stream", "cli", "bench", "sim", "simulator", "testkit", "procs"]) },
     },
     {
       name: "gossip-layer",
       severity: "error",
       comment:
-        "The gossip daemon never imports the stream, the CLI, the bench, nor the simulation kit or the simulation (@geoquota/sim, @geoquota/simulator: they drive the daemon, not the other way round).",
+        "The gossip daemon never imports the stream, the CLI, the bench, the process spawners (@geoquota/procs), nor the simulation kit or the simulation (@geoquota/sim, @geoquota/simulator: they drive the daemon, not the other way round).",
       from: { path: "^packages/gossip/src/" },
-      to: { path: ourPackage(["stream", "cli", "bench", "sim", "simulator"]) },
+      to: { path: ourPackage(["stream", "cli", "bench", "procs", "sim", "simulator"]) },
     },
     {
       name: "gossip-never-imports-the-limiter",
       severity: "error",
       comment:
-        "The gossip daemon sits beside the limiter, not above it: the vocabulary it shares with the limiter is @geoquota/core's, the process edge (listening, process metrics) @geoquota/procs', log events @geoquota/config's.",
+        "The gossip daemon sits beside the limiter, not above it: the vocabulary it shares with the limiter is @geoquota/core's, the process edge (listening, process metrics) @geoquota/edge's, log events @geoquota/config's.",
       from: { path: "^packages/gossip/src/" },
       to: { path: ourPackage(["limiter"]) },
     },

@@ -53,11 +53,12 @@ if ARGV[2] == 'token_bucket' then
       local ts0 = tonumber(h[2])
       local rf = { ts0, 0 }
       if h[11] then
+        -- rf_decode, a pair (d, m) per match: rf_encode writes whole pairs.
         rf = {}
-        local odd = true
-        for x in string.gmatch(h[11], '[^,]+') do
-          if odd then rf[#rf + 1] = ts0 - tonumber(x) else rf[#rf + 1] = tonumber(x) end
-          odd = not odd
+        local k = 0
+        for d, x in string.gmatch(h[11], '([^,]+),([^,]+)') do
+          rf[k + 1], rf[k + 2] = ts0 - tonumber(d), tonumber(x)
+          k = k + 2
         end
       end
       local q = 0
@@ -81,8 +82,7 @@ if ARGV[2] == 'token_bucket' then
       end
       local parts = {}
       for j = 1, #rf, 2 do
-        parts[#parts + 1] = string.format('%d', ts - rf[j])
-        parts[#parts + 1] = string.format('%d', rf[j + 1])
+        parts[#parts + 1] = string.format('%d,%d', ts - rf[j], rf[j + 1])
       end
       local tsf = '%d'
       if ts ~= math.floor(ts) then tsf = '%.17g' end

@@ -111,15 +111,20 @@ fi
 # --- The Envoy RLS client and API descriptor (Go: Envoy's generated API module) ------
 # test/go-rls-client pins github.com/envoyproxy/go-control-plane/envoy and grpc-go in its
 # go.mod/go.sum. rls-client drives the RLS in the tests as a client nobody here wrote;
+# rlqs-client acts as Envoy's rate_limit_quota filter (RLQS streams, local token buckets);
 # rls-descriptor prints the API's FileDescriptorSet (packages/rls/proto, checked by a test).
 # Built once: the Go build is CPU-heavy.
 go_rls=test/go-rls-client
-if [ ! -x .bin/rls-client ] || [ ! -x .bin/rls-descriptor ] || [ "$go_rls/go.sum" -nt .bin/rls-client ] \
-  || [ -n "$(find "$go_rls" -name '*.go' -newer .bin/rls-client 2>/dev/null)" ]; then
+go_rls_stale() { # $1: a binary in .bin; stale when absent or older than the module's sources
+  [ ! -x ".bin/$1" ] || [ "$go_rls/go.sum" -nt ".bin/$1" ] \
+    || [ -n "$(find "$go_rls" -name '*.go' -newer ".bin/$1" 2>/dev/null)" ]
+}
+if go_rls_stale rls-client || go_rls_stale rls-descriptor || go_rls_stale rlqs-client; then
   command -v go >/dev/null || die "the Go toolchain (1.22+) is needed to build the Envoy RLS client: https://go.dev/dl"
   say "building the Envoy RLS client from Envoy's Go API module (go build)"
   (cd "$go_rls" && GOFLAGS=-mod=readonly go build -o "$ROOT/.bin/rls-client" ./cmd/rls-client \
-    && GOFLAGS=-mod=readonly go build -o "$ROOT/.bin/rls-descriptor" ./cmd/rls-descriptor) \
+    && GOFLAGS=-mod=readonly go build -o "$ROOT/.bin/rls-descriptor" ./cmd/rls-descriptor \
+    && GOFLAGS=-mod=readonly go build -o "$ROOT/.bin/rlqs-client" ./cmd/rlqs-client) \
     || die "go build of $go_rls failed (its messages are above)"
 fi
 say "ready: node $(node --version), pnpm $(pnpm --version), $(redis-server --version | cut -d' ' -f1-3), toxiproxy $(.bin/toxiproxy-server -version 2>/dev/null | head -1 || echo "${GQ_TOXIPROXY_SERVER:-}")"

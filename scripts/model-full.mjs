@@ -2,7 +2,8 @@
 // npm run model:full: the exhaustive runs of the safe Spin model too large for
 // npm test (model/slices.json "full"), one at a time through model/check.sh
 // (each pan run stays under GQ_MODEL_MEMLIM_MB, default 3500 MB, on the
-// shared machine). Prints check.sh's RESULT line (states, depth, time) per
+// shared machine; a slice's memlimMb raises it for that slice). Prints
+// check.sh's RESULT line (states, depth, time) per
 // slice and a summary; exits 1 when any run did not end complete with no
 // error (a counterexample, a truncated search, a memory abort, a crash).
 //   node scripts/model-full.mjs [name-substring...]   (only the matching slices)
@@ -28,6 +29,9 @@ for (const s of chosen) {
   console.log(`\n== ${label}: ${s.covers}`);
   const env = { ...process.env, GQ_PLANT: "0", GQ_MODEL_DEFS: (s.defs ?? []).join(" ") };
   for (const [k, v] of Object.entries(s.env)) env[k] = String(v);
+  // A slice measured to need more than check.sh's default (every feature at once: ~7 GB).
+  if (s.memlimMb !== undefined && Number(env.GQ_MODEL_MEMLIM_MB ?? 0) < s.memlimMb)
+    env.GQ_MODEL_MEMLIM_MB = String(s.memlimMb);
   const r = spawnSync(
     "bash",
     [

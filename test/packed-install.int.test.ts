@@ -33,12 +33,29 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const packages = readdirSync(join(root, "packages")).sort();
 
-/** The version pnpm-lock.yaml resolved for a third-party package (its one `name@x.y.z:` entry). */
-function lockedVersion(name: string): string {
+/**
+ * Every third-party package pnpm-lock.yaml resolved to exactly one version: the consumer pins
+ * them all. Its install is offline and has no lockfile of its own, so any range would take the
+ * newest version the cached registry metadata lists, which the store lacks whenever one was
+ * published since the bootstrap's install (ws 8.23.1, then fast-json-stringify 7.3.11 did).
+ */
+function lockedSingleVersions(): Map<string, string> {
   const lock = readFileSync(new URL("../pnpm-lock.yaml", import.meta.url), "utf8");
-  const m = new RegExp(`^  ${name}@(\\d+\\.\\d+\\.\\d+):`, "m").exec(lock);
-  if (m === null) throw new Error(`pnpm-lock.yaml has no entry for ${name}`);
-  return m[1] as string;
+  // The last document: pnpm writes the package manager's own lock first.
+  const from = lock.lastIndexOf("\npackages:\n");
+  const to = lock.lastIndexOf("\nsnapshots:\n");
+  if (from < 0 || to < from) throw new Error("pnpm-lock.yaml: no packages/snapshots sections");
+  const versions = new Map<string, Set<string>>();
+  for (const m of lock.slice(from, to).matchAll(/^ {2}'?(@?[^@\s']+)@(\d+\.\d+\.\d+[^:'(\s]*)'?:$/gm)) {
+    const [, name, version] = m as unknown as [string, string, string];
+    if (name.startsWith("@geoquota/")) continue;
+    const set = versions.get(name) ?? new Set<string>();
+    set.add(version);
+    versions.set(name, set);
+  }
+  const out = new Map<string, string>();
+  for (const [name, set] of versions) if (set.size === 1) out.set(name, [...set][0] as string);
+  return out;
 }
 
 /** The root package.json's exact devDependency pin of `name` (what the bootstrap put in the store). */
@@ -131,10 +148,13 @@ describe("packed tarballs install into an empty directory and work", () => {
       join(consumer, "pnpm-workspace.yaml"),
       // @types/node: a transitive "*"/">=" range (protobufjs) would pick the registry's
       // newest, which the store lacks offline; the workspace's own pin is in it.
-      `overrides:\n${overrides}\n  light-my-request: 6.6.0\n  "@types/node": ${rootDevPin("@types/node")}\n` +
-        // ws: the packages' "^8.23.0" would take the newest the cached metadata lists,
-        // which the store may lack offline; the workspace's locked version is in it.
-        `  ws: ${lockedVersion("ws")}\n` +
+      `overrides:\n${overrides}\n  "@types/node": ${rootDevPin("@types/node")}\n` +
+        // Every transitive range pinned to the lockfile's one version (ws, fastify's
+        // fast-json-stringify and light-my-request 6.6.0, …): the store has exactly those.
+        [...lockedSingleVersions()]
+          .filter(([name]) => name !== "@types/node" && name !== "ioredis")
+          .map(([name, v]) => `  "${name}": ${v}\n`)
+          .join("") +
         // As the workspace: protobufjs (the RLS's gRPC) has a postinstall it does not need.
         "allowBuilds:\n  protobufjs: false\n",
     );
@@ -302,7 +322,7 @@ describe("npm: the packed libraries in a TypeScript app with @fastify/rate-limit
   let redis: RedisServer;
   // The limiter and the workspace packages it depends on (each a direct dependency, so
   // npm takes them from the tarballs: the manifests name them at version 0.1.0).
-  const libraries = ["config", "core", "crdt", "limiter", "procs", "redis", "rollout"];
+  const libraries = ["config", "core", "crdt", "edge", "limiter", "redis", "rollout"];
 
   beforeAll(async () => {
     const file = await packAll();
@@ -409,6 +429,11 @@ redis.disconnect();
       false,
     );
     expect(existsSync(join(app, "node_modules", "fastify-plugin"))).toBe(true);
+  });
+
+  it("the library set brings no process spawners: no @geoquota/procs, no Toxiproxy client", () => {
+    expect(existsSync(join(app, "node_modules", "@geoquota", "procs"))).toBe(false);
+    expect(existsSync(join(app, "node_modules", "toxiproxy-node-client"))).toBe(false);
   });
 
   it("type-checks with tsc: both plugins' route options in one app", async () => {

@@ -3,7 +3,7 @@
 // got, the daemons are handed each other's addresses afterwards, and a
 // process restarted on a port someone took meanwhile takes another, which
 // its peers (or the Toxiproxy proxies in front of it) are pointed at.
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { type Cluster, startCluster } from "@geoquota/cli";
 import { candidatePort } from "@geoquota/testkit";
@@ -147,6 +147,29 @@ describe("a process restarted after its port was taken", () => {
       }
     }, 180_000);
   }
+
+  // A region's file is the user's to edit (DESIGN §8: settings changed while the region runs take
+  // effect on restart). The orchestrator rewrites the files when a process moves, and used to
+  // rewrite them whole from its start options: with several daemons restarted at once, the first
+  // one up undid the others' edits before they read them (the bench's re-weighting switch).
+  it("edits to the region files survive restarting every daemon at once", async () => {
+    cluster = await startCluster({ regions: 3, configOverrides: { gossip: { reweighting: false } } });
+    await meshUp(cluster);
+    const edit = (path: string) => {
+      const cfg = JSON.parse(readFileSync(path, "utf8")) as { gossip: Record<string, unknown> };
+      cfg.gossip.reweighting = true;
+      cfg.gossip.round = { minMs: 230, maxMs: 470, fastMs: 40 };
+      writeFileSync(path, `${JSON.stringify(cfg, null, 2)}\n`);
+    };
+    for (const r of cluster.regions) edit(r.configPath);
+    await Promise.all(cluster.regions.map((r) => cluster!.restartGossip(r.id)));
+    await meshUp(cluster);
+    for (const r of cluster.regions) {
+      const cfg = configOf(r.configPath) as unknown as { gossip: { reweighting: boolean; round: unknown } };
+      expect(cfg.gossip.reweighting, r.id).toBe(true);
+      expect(cfg.gossip.round, r.id).toEqual({ minMs: 230, maxMs: 470, fastMs: 40 });
+    }
+  }, 180_000);
 
   it("a limiter takes another port and the cluster says where", async () => {
     cluster = await startCluster({ regions: 2 });

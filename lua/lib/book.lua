@@ -103,12 +103,31 @@ end
 
 ---------------------------------------------------------------- leases (P:k)
 
+-- A quota assignment (RLQS, DESIGN §11, lua/assign_reserve.lua) lives in P:k beside the process
+-- leases as `g:e:q:b`: g tokens of burst held like a lease's, until e, plus q ppm of share whose
+-- rate (and capacity) the proxy holds until e; b is the burst granted (a supersede keeps it backed:
+-- C·q/U + g ≥ b). It is never released before e. (`g:e:q`, without b: written before bursts were kept.)
+local function parse_assignment(v)
+  local g, e, q, b = string.match(v, '^([^:]+):([^:]+):([^:]+):?([^:]*)$')
+  return { g = tonumber(g), e = tonumber(e), q = tonumber(q), b = tonumber(b) }
+end
+
+local function fmt_assignment(l)
+  local v = fmt(l.g) .. ':' .. fmt(l.e) .. ':' .. fmt(l.q)
+  if l.b then v = v .. ':' .. fmt(l.b) end
+  return v
+end
+
 local function read_leases(kk)
   local leases = {}
   local raw = redis.call('HGETALL', kk)
   for i = 1, #raw, 2 do
     local g, e = string.match(raw[i + 1], '^([^:]+):([^:]+)$')
-    leases[raw[i]] = { g = tonumber(g), e = tonumber(e) }
+    if g then
+      leases[raw[i]] = { g = tonumber(g), e = tonumber(e) }
+    else
+      leases[raw[i]] = parse_assignment(raw[i + 1])
+    end
   end
   return leases
 end

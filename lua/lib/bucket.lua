@@ -161,6 +161,7 @@ local function release_lease(B, P, kk, kc, region, id, lease_id, used, now)
   local leases = ctx_leases(B)
   local l = leases[lease_id]
   local back = 0
+  if l and l.q then return 0, false end -- an assignment is never released underneath (DESIGN §11)
   if l and now < l.e then
     local u = used
     if u < 0 then u = 0 elseif u > l.g then u = l.g end

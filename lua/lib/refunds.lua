@@ -12,7 +12,7 @@
 -- towards a smaller credit: m is floored to milli-tokens, a merge keeps the smaller headroom over
 -- the longer range, a bucket rebuilt (new, other incarnation or policy) starts with a barrier
 -- (headroom 0 before now). Encoding: `d1,m1,d2,m2,…` with d_j = ts − t_j (integral µs, exact).
--- Mirrors @geoquota/core refunds.ts operation for operation.
+-- Mirrors @geoquota/core reference/refunds.ts operation for operation.
 
 -- At most RF_MAX entries: past it the two oldest merge (t2, m1).
 local RF_MAX = 4

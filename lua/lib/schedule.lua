@@ -26,6 +26,21 @@ local function outstanding_at(leases, t)
   return o
 end
 
+-- Share held by quota assignments (RLQS) still live at t: their rate is out of the bucket's.
+local function assigned_at(leases, t)
+  local q = 0
+  for _, l in pairs(leases) do
+    if l.q and t < l.e then q = q + l.q end
+  end
+  return q
+end
+
+-- The bucket's own share at t: s(t) less what live assignments hold (DESIGN §11), never below 0
+-- (pins keep it there: a shortfall is only reachable by state loss).
+local function slice_at(book, leases, P, rend, hold, t)
+  return math.max(0, share_at(book, P, rend, hold, t) - assigned_at(leases, t))
+end
+
 -- Every instant where s(t) or the leased amount may change without a script (unsorted).
 local function schedule_points(book, leases, P, rend, hold)
   local pts = { rend, hold }
@@ -39,7 +54,7 @@ local function schedule_points(book, leases, P, rend, hold)
   return pts
 end
 
--- Process leases pin share (DESIGN §3, @geoquota/core pins.ts): with the records as they stand,
+-- Process leases pin share (DESIGN §3, @geoquota/core reference/schedule.ts pinsHold): with the records as they stand,
 -- at now and at every change point before the last lease expiry, outstanding(t) ≤ C·s(t)/U.
 local function pins_hold(book, leases, P, rend, hold, now)
   local maxe = nil
@@ -48,7 +63,7 @@ local function pins_hold(book, leases, P, rend, hold, now)
   end
   if not maxe then return true end
   local function backed(t)
-    return P.C * share_at(book, P, rend, hold, t) / U - outstanding_at(leases, t) >= 0
+    return P.C * (share_at(book, P, rend, hold, t) - assigned_at(leases, t)) / U - outstanding_at(leases, t) >= 0
   end
   if not backed(now) then return false end
   local pts = schedule_points(book, leases, P, rend, hold)
@@ -68,13 +83,13 @@ local function build_schedule(book, leases, P, rend, hold, from)
     if pts[i] > from then inside[#inside + 1] = pts[i] end
   end
   table.sort(inside)
-  local s0, o0 = share_at(book, P, rend, hold, from), outstanding_at(leases, from)
+  local s0, o0 = slice_at(book, leases, P, rend, hold, from), outstanding_at(leases, from)
   local sx, ps, po, last = {}, s0, o0, nil
   for i = 1, #inside do
     local t = inside[i]
     if t ~= last then
       last = t
-      local s, o = share_at(book, P, rend, hold, t), outstanding_at(leases, t)
+      local s, o = slice_at(book, leases, P, rend, hold, t), outstanding_at(leases, t)
       if s ~= ps or o ~= po then
         sx[#sx + 1] = t
         sx[#sx + 1] = s

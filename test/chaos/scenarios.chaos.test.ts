@@ -15,7 +15,7 @@ import {
   prepareCluster,
 } from "../../packages/cli/src/chaos/cluster.js";
 import { scenarioLines, writeChaosReport } from "../../packages/cli/src/chaos/report.js";
-import { createRng, subSeed } from "../../packages/cli/src/chaos/rng.js";
+import { Rng, subSeed } from "@geoquota/sim";
 import { runScenario, type ScenarioResult } from "../../packages/cli/src/chaos/run-scenario.js";
 import { planScenario, SCENARIO_NAMES } from "../../packages/cli/src/chaos/scenarios.js";
 import { type Cluster, startCluster } from "../../packages/cli/src/cluster/orchestrator.js";
@@ -49,7 +49,7 @@ describe(`chaos scenarios (seed ${SEED}, ${DURATION_MS} ms each)`, () => {
       async () => {
         const ids = cluster.regions.map((r) => r.id);
         const spec = lookupPolicy(loadPolicies(cluster.policiesPath, ids), "probe", CHAOS_RESOURCE);
-        await prepareCluster(cluster, createRng(subSeed(SEED, `prepare-${name}`)));
+        await prepareCluster(cluster, new Rng(subSeed(SEED, `prepare-${name}`)));
         const plan = planScenario(name, SEED, { regionIds: ids, leasedRegion: topology.leasedRegion });
         const res = await runScenario({
           cluster,

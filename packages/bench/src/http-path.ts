@@ -1,10 +1,10 @@
-// Section 2: POST /v1/check on buildApp over a real store, listening on
+// Section 2: POST /v1/check on buildApp over a Limiter on a real store, listening on
 // 127.0.0.1, under autocannon (in a child process) at fixed rates and flat
 // out. Reference: a route on the same server that runs the ceiling script
 // once per request (same Fastify, same Redis), measured alternately.
 import { fileURLToPath } from "node:url";
 import { parsePolicies, parseRegionConfig } from "@geoquota/config";
-import { buildApp, createRedisStore, initFreshRegion } from "@geoquota/limiter";
+import { buildApp, createRedisStore, initFreshRegion, Limiter } from "@geoquota/limiter";
 import type { RedisServer } from "@geoquota/procs";
 import { bindCeiling } from "./ceiling.js";
 import { runChild } from "./child-runner.js";
@@ -91,7 +91,8 @@ export async function benchHttpPath(server: RedisServer, budget: Budget): Promis
     "bench-policies.json",
     [BENCH_REGION],
   );
-  const app = await buildApp({ store, config, policies });
+  // Metrics kept, as the service keeps them.
+  const app = await buildApp(new Limiter({ store, config, policies, metrics: true }), { config });
   const ceiling = bindCeiling(refRedis);
   app.post("/ref/check", async (req) => {
     const body = req.body as { tenant?: unknown } | undefined;

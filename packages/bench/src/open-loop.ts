@@ -1,8 +1,8 @@
 // Open-loop HTTP traffic to the regions of a local cluster: each region gets
-// its configured rate whatever the answers (a closed loop would slow down
-// exactly when the limiter pushes back). Bounded: in-flight per region, and
+// its configured rate whatever the answers (pacer.ts). Bounded: in-flight per region, and
 // the answer log's length.
 import { Agent, request } from "node:http";
+import { Pacer } from "./pacer.js";
 
 export interface Answer {
   readonly region: number;
@@ -11,21 +11,14 @@ export interface Answer {
   readonly allowed: boolean;
 }
 
-const TICK_MS = 10;
 const IN_FLIGHT_MAX = 64;
 const LOG_MAX = 2_000_000;
 
 export class OpenLoop {
   readonly answers: Answer[] = [];
   errors = 0;
-  shed = 0;
-  private rates: number[];
-  private readonly credit: number[];
-  private readonly inFlight: number[];
+  private readonly pacer: Pacer;
   private readonly agent = new Agent({ keepAlive: true, maxSockets: IN_FLIGHT_MAX });
-  private readonly t0 = performance.now();
-  private last = this.t0;
-  private timer: NodeJS.Timeout | undefined;
   private readonly body: string;
 
   constructor(
@@ -33,46 +26,34 @@ export class OpenLoop {
     tenant: string,
     resource: string,
   ) {
-    this.rates = urls.map(() => 0);
-    this.credit = urls.map(() => 0);
-    this.inFlight = urls.map(() => 0);
+    this.pacer = new Pacer(urls.length, IN_FLIGHT_MAX, (r, settled) => this.send(r, settled));
     this.body = JSON.stringify({ tenant, resource });
   }
 
+  /** Requests not sent because the region had IN_FLIGHT_MAX outstanding. */
+  get shed(): number {
+    return this.pacer.shed;
+  }
+
   now(): number {
-    return performance.now() - this.t0;
+    return this.pacer.now();
   }
 
   /** Requests per second per region, in `urls` order. */
   setRates(rates: readonly number[]): void {
-    this.rates = [...rates];
+    this.pacer.setRates(rates);
   }
 
   start(): void {
-    this.timer ??= setInterval(() => this.tick(), TICK_MS);
+    this.pacer.start();
   }
 
-  private tick(): void {
-    const t = performance.now();
-    const dtS = (t - this.last) / 1000;
-    this.last = t;
-    for (let r = 0; r < this.urls.length; r++) {
-      this.credit[r] = (this.credit[r] ?? 0) + (this.rates[r] ?? 0) * dtS;
-      while ((this.credit[r] ?? 0) >= 1) {
-        this.credit[r] = (this.credit[r] ?? 0) - 1;
-        if ((this.inFlight[r] ?? 0) >= IN_FLIGHT_MAX) this.shed++;
-        else this.send(r);
-      }
-    }
-  }
-
-  private send(r: number): void {
-    this.inFlight[r] = (this.inFlight[r] ?? 0) + 1;
-    let settled = false;
+  private send(r: number, settled: () => void): void {
+    let answered = false;
     const done = (allowed: boolean | undefined) => {
-      if (settled) return;
-      settled = true;
-      this.inFlight[r] = (this.inFlight[r] ?? 1) - 1;
+      if (answered) return;
+      answered = true;
+      settled();
       if (allowed === undefined) this.errors++;
       else if (this.answers.length < LOG_MAX) this.answers.push({ region: r, atMs: this.now(), allowed });
     };
@@ -97,11 +78,7 @@ export class OpenLoop {
 
   /** Stops sending and waits (bounded) for answers in flight. */
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    for (let i = 0; i < 100 && this.inFlight.some((n) => n > 0); i++) {
-      await new Promise((res) => setTimeout(res, 50));
-    }
+    await this.pacer.stop();
     this.agent.destroy();
   }
 

@@ -1,10 +1,11 @@
 // Open-loop demand for the `peers` section: each region gets its rate whatever
-// the answers, over HTTP/1.1 keep-alive to that region's own limiter, and
+// the answers (pacer.ts), over HTTP/1.1 keep-alive to that region's own limiter, and
 // every answer is logged with its send time and latency. One generator for
 // the three systems, so the only thing that differs is the limiter: the
 // request each system takes and how its answer is read.
 import { Agent, request } from "node:http";
 import { Histogram } from "./histogram.js";
+import { Pacer } from "./pacer.js";
 
 /** How one system is asked: its URL per region, one request body, and its answer read as admitted or not. */
 export interface DecisionCall {
@@ -24,31 +25,26 @@ export interface PeerAnswer {
   readonly allowed: boolean | undefined;
 }
 
-const TICK_MS = 10;
 const IN_FLIGHT_MAX = 256;
 const TIMEOUT_MS = 2000;
 
 export class PeerLoad {
   readonly answers: PeerAnswer[] = [];
-  /** Requests not sent because the region had IN_FLIGHT_MAX outstanding. */
-  shed = 0;
-  private rates: number[];
-  private readonly credit: number[];
-  private readonly inFlight: number[];
+  private readonly pacer: Pacer;
   private readonly agents: Agent[];
-  private readonly t0 = performance.now();
-  private last = this.t0;
-  private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly call: DecisionCall) {
-    this.rates = call.urls.map(() => 0);
-    this.credit = call.urls.map(() => 0);
-    this.inFlight = call.urls.map(() => 0);
+    this.pacer = new Pacer(call.urls.length, IN_FLIGHT_MAX, (r, settled) => this.send(r, settled));
     this.agents = call.urls.map(() => new Agent({ keepAlive: true, maxSockets: IN_FLIGHT_MAX }));
   }
 
+  /** Requests not sent because the region had IN_FLIGHT_MAX outstanding. */
+  get shed(): number {
+    return this.pacer.shed;
+  }
+
   now(): number {
-    return performance.now() - this.t0;
+    return this.pacer.now();
   }
 
   /** Requests per second per region. */
@@ -56,37 +52,21 @@ export class PeerLoad {
     if (rates.length !== this.call.urls.length || rates.some((r) => !(r >= 0))) {
       throw new Error(`peer load: ${rates.length} rates ≥ 0 needed for ${this.call.urls.length} regions`);
     }
-    this.rates = [...rates];
+    this.pacer.setRates(rates);
   }
 
   start(): void {
-    this.last = performance.now();
-    this.timer ??= setInterval(() => this.tick(), TICK_MS);
+    this.pacer.start();
   }
 
-  private tick(): void {
-    const t = performance.now();
-    const dtS = (t - this.last) / 1000;
-    this.last = t;
-    for (let r = 0; r < this.rates.length; r++) {
-      this.credit[r] = (this.credit[r] ?? 0) + (this.rates[r] ?? 0) * dtS;
-      while ((this.credit[r] ?? 0) >= 1) {
-        this.credit[r] = (this.credit[r] ?? 0) - 1;
-        if ((this.inFlight[r] ?? 0) >= IN_FLIGHT_MAX) this.shed++;
-        else this.send(r);
-      }
-    }
-  }
-
-  private send(r: number): void {
-    this.inFlight[r] = (this.inFlight[r] ?? 0) + 1;
+  private send(r: number, settled: () => void): void {
     const sent = performance.now();
-    const sentMs = sent - this.t0;
-    let settled = false;
+    const sentMs = this.pacer.now();
+    let answered = false;
     const done = (allowed: boolean | undefined) => {
-      if (settled) return;
-      settled = true;
-      this.inFlight[r] = (this.inFlight[r] ?? 1) - 1;
+      if (answered) return;
+      answered = true;
+      settled();
       this.answers.push({ region: r, sentMs, latencyUs: (performance.now() - sent) * 1000, allowed });
     };
     const req = request(
@@ -118,11 +98,7 @@ export class PeerLoad {
 
   /** Stops sending and waits (bounded) for the answers in flight. */
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    for (let i = 0; i < 100 && this.inFlight.some((n) => n > 0); i++) {
-      await new Promise((res) => setTimeout(res, 50));
-    }
+    await this.pacer.stop();
     for (const a of this.agents) a.destroy();
   }
 }

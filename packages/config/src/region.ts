@@ -77,6 +77,31 @@ const refundSchema = z
  * domain whose descriptors name geoquota keys directly (entries `tenant` and `resource`,
  * looked up in the policies file).
  */
+/**
+ * Envoy's rate limit quota service (RLQS, DESIGN §11, experimental) on the RLS listener, off
+ * when absent. Each bucket a proxy reports gets a token bucket for `assignmentTtlMs`, reserved
+ * until TTL + `deliveryMarginMs` after the send and re-sent `renewBeforeMs` before the TTL ends.
+ * Assignments are sized from the proxy's reported demand (packages/rls/src/rlqs-sizing.ts) and
+ * fitted by the script to what the slice has free; `assignmentFraction` is the part of the
+ * region's base slice a bucket's first assignment asks for, before its proxy reported demand.
+ */
+const rlqsSchema = z
+  .strictObject({
+    assignmentTtlMs: intIn(100, 600_000).default(2000),
+    deliveryMarginMs: intIn(0, 60_000).default(250),
+    renewBeforeMs: intIn(10, 600_000).default(500),
+    assignmentFraction: z
+      .number({ error: "expected a number in (0, 1]" })
+      .gt(0, "expected a number in (0, 1]")
+      .max(1, "expected ≤ 1: a part of the region's base slice")
+      .default(0.5),
+    bucketsPerStreamMax: intIn(1, 100_000).default(1000),
+  })
+  .refine((r) => r.renewBeforeMs < r.assignmentTtlMs, {
+    message: "expected renewBeforeMs < assignmentTtlMs (the renewal is sent before the TTL ends)",
+    path: ["renewBeforeMs"],
+  });
+
 const rlsSchema = z
   .strictObject({
     listen: listenSchema,
@@ -84,11 +109,17 @@ const rlsSchema = z
     algorithm: z.enum(["fixed_window", "token_bucket"]).default("fixed_window"),
     burst: intIn(1, 4_294_967_295).optional(),
     domain: idSchema.default("geoquota"),
+    rlqs: rlqsSchema.optional(),
   })
   .refine((r) => r.burst === undefined || r.algorithm === "token_bucket", {
     message:
       "burst applies to algorithm token_bucket only (a fixed window admits requests_per_unit per unit)",
     path: ["burst"],
+  })
+  .refine((r) => r.rlqs === undefined || r.algorithm === "token_bucket", {
+    message:
+      'rlqs needs "algorithm": "token_bucket": an assignment is a token bucket carved from the slice (a fixed window has no rate to carve)',
+    path: ["rlqs"],
   });
 
 export const RegionConfigSchema = z
@@ -306,6 +337,15 @@ export const RegionConfigSchema = z
         code: "custom",
         message: `expected ≥ 2·gossip.round.maxMs = ${2 * c.gossip.round.maxMs}`,
         path: ["gossip", "clock", "maxSampleAgeMs"],
+      });
+    }
+    // The script caps an assignment at D: a longer TTL would be cut on every send.
+    const rlqs = c.rls?.rlqs;
+    if (rlqs !== undefined && rlqs.assignmentTtlMs + rlqs.deliveryMarginMs > c.lease.loanDurationMs) {
+      ctx.addIssue({
+        code: "custom",
+        message: `expected assignmentTtlMs + deliveryMarginMs ≤ lease.loanDurationMs (D) = ${c.lease.loanDurationMs}: a reservation lasts at most D`,
+        path: ["rls", "rlqs", "assignmentTtlMs"],
       });
     }
     // The store refuses leases longer than D (their expiry must be covered by P:b's TTL): a

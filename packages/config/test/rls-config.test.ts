@@ -46,6 +46,36 @@ describe("region config rls", () => {
   });
 });
 
+describe("region config rls.rlqs", () => {
+  const tb = { listen: { host: "127.0.0.1", port: 8081 }, algorithm: "token_bucket" };
+  it("is off by default; present, it mounts with its defaults", () => {
+    expect(parse({ rls: tb }).rls?.rlqs).toBeUndefined();
+    expect(parse({ rls: { ...tb, rlqs: {} } }).rls?.rlqs).toEqual({
+      assignmentTtlMs: 2000,
+      deliveryMarginMs: 250,
+      renewBeforeMs: 500,
+      assignmentFraction: 0.5,
+      bucketsPerStreamMax: 1000,
+    });
+  });
+
+  it("refuses, naming the field: the fixed window, a fraction above the slice, a renewal after the TTL, a TTL past D", () => {
+    expect(() => parse({ rls: { ...tb, algorithm: "fixed_window", rlqs: {} } })).toThrow(
+      /rls\.rlqs.*"algorithm": "token_bucket"/,
+    );
+    expect(() => parse({ rls: { ...tb, rlqs: { assignmentFraction: 1.5 } } })).toThrow(
+      /rls\.rlqs\.assignmentFraction.*≤ 1/,
+    );
+    expect(() => parse({ rls: { ...tb, rlqs: { assignmentTtlMs: 500, renewBeforeMs: 500 } } })).toThrow(
+      /rls\.rlqs\.renewBeforeMs.*< assignmentTtlMs/,
+    );
+    expect(() => parse({ rls: { ...tb, rlqs: { assignmentTtlMs: 2900, deliveryMarginMs: 200 } } })).toThrow(
+      /rls\.rlqs\.assignmentTtlMs.*lease\.loanDurationMs \(D\) = 3000/,
+    );
+    expect(() => parse({ rls: { ...tb, rlqs: { ttlMs: 1 } } })).toThrow(/rls\.rlqs.*ttlMs/);
+  });
+});
+
 describe("limits stated by key names", () => {
   it("a fixed window per unit, or a token bucket; the policy lookup takes it over the file", () => {
     const fw = keyLimitResource({ algorithm: "fw", requestsPerUnit: 20, unit: "minute" }, "ab".repeat(16));

@@ -1,6 +1,7 @@
 // @geoquota/core: the pure reference model of a region's quota state (share
-// function, piecewise lazy refill, checks, leases, loans, recovery). No I/O:
-// every operation takes the time the Redis script would read from TIME. Also
+// function, piecewise lazy refill, checks, leases, loans, recovery; reference/,
+// a file per lua/lib/*.lua file it mirrors). No I/O: every operation takes the
+// time the Redis script would read from TIME. Also
 // the ground floor's shared vocabulary (types.ts) and the store interface the
 // limiter runs on and @geoquota/redis implements (store.ts).
 export {
@@ -10,7 +11,7 @@ export {
   type RegionState,
   type WindowHash,
   emptyKeyState,
-} from "./state.js";
+} from "./reference/state.js";
 export {
   applyShareChange,
   ensureMarker,
@@ -21,7 +22,7 @@ export {
   scheduleFor,
   shareInputs,
   storeBucket,
-} from "./bucket.js";
+} from "./reference/bucket.js";
 export {
   formatMarker,
   freshIncarnation,
@@ -31,9 +32,10 @@ export {
   parseMarker,
   recoveryEndUs,
   replicaId,
-} from "./marker.js";
+} from "./reference/core.js";
 export {
   acquireLease,
+  type AssignOutcome,
   check,
   checkCompound,
   type CheckOutcome,
@@ -44,8 +46,9 @@ export {
   refund,
   releaseLease,
   renewLease,
+  reserveAssignment,
   startsEmpty,
-} from "./ops.js";
+} from "./reference/ops.js";
 export {
   type GrantOutcome,
   type GrantRefusal,
@@ -56,7 +59,7 @@ export {
   type ReceivedLoan,
   receiveReturn,
   returnLoan,
-} from "./loans.js";
+} from "./reference/loans.js";
 export {
   capacityOf,
   fullRefillUs,
@@ -66,8 +69,9 @@ export {
   settle,
   tatFromTokens,
   tokensFromTat,
-} from "./refill.js";
+} from "./reference/bucket.js";
 export {
+  assignedAt,
   buildSchedule,
   emptyLoanBook,
   leaseBreakpoints,
@@ -81,7 +85,8 @@ export {
   type ShareInputs,
   shareAt,
   shareBreakpoints,
-} from "./share.js";
+  sliceAt,
+} from "./reference/schedule.js";
 export {
   COUNTER_KINDS,
   type CounterKind,
@@ -105,6 +110,8 @@ export {
 } from "./ids.js";
 export { MemoryBucket } from "./memory-bucket.js";
 export {
+  type AssignmentAsk,
+  type AssignmentGrant,
   type CompoundCheckItem,
   type CompoundDecision,
   type Decision,
@@ -118,7 +125,7 @@ export {
   type RegionStore,
   StoreMisuseError,
 } from "./store.js";
-export { pinExcess, pinsHold } from "./pins.js";
+export { pinExcess, pinsHold } from "./reference/schedule.js";
 export {
   ALGORITHMS,
   type Algorithm,
@@ -143,5 +150,11 @@ export {
   refundMilli,
   refundNote,
   refundNoteLow,
-} from "./refunds.js";
-export { decideWindow, logEntryCost, refundWindow, sliceLimit, type WindowOutcome } from "./windows.js";
+} from "./reference/refunds.js";
+export {
+  decideWindow,
+  logEntryCost,
+  refundWindow,
+  sliceLimit,
+  type WindowOutcome,
+} from "./reference/windows.js";

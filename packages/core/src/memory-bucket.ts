@@ -3,7 +3,7 @@
 // refill (refillPiece, the formula the scripts settle with), used where no
 // global state is at stake: a stream connection's local cap, the fail-open
 // bucket of a limiter process, a gossip peer's inbound frame budget.
-import { refillPiece } from "./refill.js";
+import { refillPiece } from "./reference/bucket.js";
 
 export class MemoryBucket {
   private tokens: number;

@@ -96,6 +96,37 @@ export interface ResetOutcome {
   readonly nowUs: number;
 }
 
+/**
+ * A quota assignment asked of the region (RLQS, docs/design.md §11): a token bucket of `burst`
+ * and `rate` (tokens/s) the proxy enforces for `ttlUs` from its receipt, reserved from the send
+ * until ttl + `marginUs` (the delivery margin). `id` is unique per assignment. The store reserves
+ * the largest assignment that fits (rate first, then burst), never more than asked.
+ * `supersedes`: the id of the live assignment of the same stream and bucket this one renews (the
+ * proxy runs one bucket at a time, so their rates do not add while both are live); an unknown or
+ * expired id is ignored.
+ */
+export interface AssignmentAsk {
+  readonly id: string;
+  readonly burst: number;
+  readonly rate: number;
+  readonly ttlUs: number;
+  readonly marginUs: number;
+  readonly supersedes?: string;
+}
+
+/** What was reserved (cut to what the slice backs); ttlUs 0: nothing. */
+export interface AssignmentGrant {
+  readonly burst: number;
+  readonly rate: number;
+  /** The TTL to send. */
+  readonly ttlUs: number;
+  /** Redis TIME at which the reservation ends (send + ttl + margin). */
+  readonly expiryUs: number;
+  readonly nowUs: number;
+  /** The region's share of the key (ppm) before the reservation: its bucket's plus assignments'. */
+  readonly shareUnits: number;
+}
+
 /** One limit of a compound check (RegionStore.checkCompound). */
 export interface CompoundCheckItem {
   readonly policy: KeyPolicy;
@@ -125,8 +156,21 @@ export interface RegionStore {
    * it holds (the global bound holds; refunds of earlier admissions give nothing back). Optional.
    */
   reset?(policy: KeyPolicy): Promise<ResetOutcome>;
+  /** Reserves a quota assignment from this region's slice (token bucket only). Optional. */
+  reserveAssignment?(policy: KeyPolicy, ask: AssignmentAsk): Promise<AssignmentGrant>;
+  /**
+   * Counts a proxy's usage report (what its assignment's bucket allowed and denied) as
+   * admissions and denials of the key, taking nothing from the bucket. Optional.
+   */
+  countUsage?(policy: KeyPolicy, allowed: number, denied: number): Promise<void>;
   /** Optional liveness probe (one cheap round-trip); readiness falls back to `inspect`. */
   ping?(): Promise<void>;
+  /**
+   * Tells the region's gossip daemon that demand crossed the region's slice (a key started being
+   * denied), so its next round comes early (DESIGN §3 "Demand, targets and lending"). Fire and
+   * forget: a lost wake only leaves the timer's round. Optional.
+   */
+  wake?(): void;
   close(): Promise<void>;
 }
 

@@ -77,6 +77,13 @@ export interface LoanEntry {
 export interface LeaseHold {
   readonly tokens: number;
   readonly expiryUs: number;
+  /**
+   * A quota assignment (RLQS, DESIGN §11; `g:e:q:b` in P:k): ppm of share whose rate (and
+   * capacity C·q/U) a proxy holds until expiry; `tokens` is the burst beyond C·q/U. Never released.
+   */
+  readonly shareUnits?: number;
+  /** A quota assignment's burst as granted (`b` of `g:e:q:b`): a supersede keeps it backed. */
+  readonly burst?: number;
 }
 
 /**

@@ -423,3 +423,49 @@ describe("gossip daemon: round cadence", () => {
     await daemon.stop();
   });
 });
+
+describe("gossip daemon: woken by its limiters", () => {
+  it("a wake brings the next round to [fastMs, 2·fastMs] from now, at most once per minMs", async () => {
+    let nowMs = 0;
+    const timers = new Map<number, { fn: () => void; ms: number }>();
+    let nextId = 0;
+    const daemon = new GossipDaemon(
+      { region: "us-east", peers: regions, round: { minMs: 200, maxMs: 500, fastMs: 40 } },
+      {
+        store: new FakeStore(),
+        link: new FakeLink(),
+        policies: { resolve: (t, r) => ({ policy: policy(t, r), regions: quotas }) },
+        random: () => 0.5,
+        now: () => nowMs,
+        timers: {
+          setTimeout: (fn, ms) => {
+            timers.set(++nextId, { fn, ms });
+            return nextId;
+          },
+          clearTimeout: (id) => timers.delete(id as number),
+        },
+      },
+    );
+    const pending = () => [...timers.values()].map((t) => t.ms);
+    daemon.start();
+    expect(pending()).toEqual([350]); // the timer's round: 200 + 0.5 · (500 − 200)
+    nowMs = 10;
+    daemon.wake();
+    expect(pending()).toEqual([60]); // brought forward: 40 + 0.5 · 40 from now
+    nowMs = 20;
+    daemon.wake(); // within minMs of the last wake: nothing more
+    expect(pending()).toEqual([60]);
+    // The early round runs; the one after it is the timer's again.
+    const [id, t] = [...timers.entries()][0] as [number, { fn: () => void; ms: number }];
+    timers.delete(id);
+    nowMs = 70;
+    t.fn();
+    while (timers.size === 0) await new Promise((r) => setImmediate(r));
+    expect(pending()).toEqual([350]);
+    // A wake past minMs whose round is due soon anyway changes nothing either.
+    nowMs = 380;
+    daemon.wake();
+    expect(pending()).toEqual([350]);
+    await daemon.stop();
+  });
+});

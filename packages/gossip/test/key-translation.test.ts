@@ -61,4 +61,18 @@ describe("key translation (Redis view ↔ CRDT record)", () => {
     expect(state.nowUs).toBe(NOW);
     expect(keyStateOf("us", EPS, 0, view()).leasePinnedPpm).toBe(0);
   });
+
+  it("a live RLQS assignment pins the share it holds beside its tokens; an expired one nothing", () => {
+    const v = view();
+    const leases = {
+      ...v.leases,
+      "q|s.1": { tokens: 2, expiryUs: NOW + 5, shareUnits: 100_000 },
+      "q|s.0": { tokens: 1, expiryUs: NOW, shareUnits: 300_000 },
+    };
+    // ceil(1e6 · (3 + 2) / 50) + 100,000.
+    expect(keyStateOf("us", EPS, 50, { ...v, leases }).leasePinnedPpm).toBe(100_000 + 100_000);
+    // Never more than the whole share.
+    const big = { "q|s.2": { tokens: 0, expiryUs: NOW + 5, shareUnits: 1_000_000 }, ...leases };
+    expect(keyStateOf("us", EPS, 50, { ...v, leases: big }).leasePinnedPpm).toBe(1_000_000);
+  });
 });

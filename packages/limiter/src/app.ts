@@ -1,7 +1,8 @@
-// The region's HTTP service (DESIGN §8). Built by buildApp(deps) and tested
-// with app.inject(); only main.ts listens.
+// The region's HTTP service (DESIGN §8). Built by buildApp(limiter, options)
+// over a Limiter its caller built (fastify's buildApp + inject: the tests build
+// the limiter, then the app, and inject); only main.ts listens.
 import { createHash, timingSafeEqual } from "node:crypto";
-import { type PolicySet, quotaKey, type RegionConfig, ThrottledEvents } from "@geoquota/config";
+import { type RegionConfig, ThrottledEvents } from "@geoquota/config";
 import Fastify, {
   LogController,
   type FastifyError,
@@ -10,16 +11,15 @@ import Fastify, {
   type FastifyRequest,
 } from "fastify";
 import { Registry } from "prom-client";
-import type { MonotonicClock } from "./clock.js";
 import { ERRORS, errorBody, LimiterError } from "./errors.js";
+import { decisionNumbers } from "./decision-numbers.js";
 import { DECISION_HEADER_NAMES, decisionBody, type HeaderOptions, rateLimitHeaders } from "./headers.js";
 import { PROBLEM_JSON, prefersProblem, problemOf, quotaExceeded } from "./problem.js";
-import { type CheckResult, Limiter } from "./limiter.js";
+import type { CheckResult, Limiter } from "./limiter.js";
 import { documentOf, type PolicyAdmin, StaticPolicies } from "./policy-source.js";
 import { registerPolicyRoutes } from "./policy-routes.js";
 import { registerAuthRoute } from "./auth-route.js";
 import { type AuditLog, auditAdminRoutes, MemoryAuditLog, registerAdminRoutes } from "./admin-routes.js";
-import { breakerStateValue, createMetrics, OTHER_RESOURCE } from "./metrics.js";
 import {
   collectRoutes,
   openApiDocument,
@@ -27,7 +27,6 @@ import {
   withParser,
   zodValidatorCompiler,
 } from "./openapi.js";
-import type { RegionStore } from "@geoquota/core";
 import {
   CheckBodySchema,
   CheckResponseSchema,
@@ -44,30 +43,12 @@ import {
   type SingleCheck,
 } from "./validation.js";
 
-export type AppConfig = Pick<
-  RegionConfig,
-  | "region"
-  | "regions"
-  | "redis"
-  | "breaker"
-  | "failMode"
-  | "leased"
-  | "floorPpm"
-  | "keyMaxLength"
-  | "adminToken"
-  | "refund"
-> &
-  Partial<Pick<RegionConfig, "deniedStatus" | "partitionKey">> & {
-    readonly keyHashSecret?: string;
-    /** Key parts are hashed with keyHashSecret, else a secret derived from this (same in every region). */
-    readonly sharedSecret?: string;
-  };
+/** What the HTTP layer reads of a region config (the engine's part is the Limiter's). */
+export type AppConfig = Pick<RegionConfig, "adminToken"> &
+  Partial<Pick<RegionConfig, "deniedStatus" | "partitionKey">>;
 
-export interface AppDeps {
-  readonly store: RegionStore;
+export interface AppOptions {
   readonly config: AppConfig;
-  /** One set, or the versions to meet during a rollout (none: unknown until setPolicies). */
-  readonly policies: PolicySet | readonly PolicySet[];
   /**
    * Where policy changes go (docs/design.md §3.4): main passes the replicated
    * source of a multi-region config; default: this process only (static).
@@ -75,11 +56,6 @@ export interface AppDeps {
   readonly policyAdmin?: (limiter: Limiter, app: FastifyInstance) => PolicyAdmin;
   /** The policies document `policies` was parsed from (static mode; default: rebuilt from the set). */
   readonly policiesDocument?: unknown;
-  /** Metrics registry; a fresh one by default (tests build many apps). */
-  readonly registry?: Registry;
-  readonly clock?: MonotonicClock;
-  /** Readiness probe for /readyz (main passes Redis PING); default: the store's ping, else inspect. */
-  readonly ping?: () => Promise<unknown>;
   /** Fastify logger option; off by default (tests fail on stray output). main.ts passes pino options. */
   readonly logger?: boolean | Record<string, unknown>;
   /** Where admin changes are recorded (main: the region's Redis); default: in this process. */
@@ -144,55 +120,33 @@ function toLimiterError(err: FastifyError): LimiterError {
   return new LimiterError("GQ_ERR_INTERNAL", ERRORS.GQ_ERR_INTERNAL.message, { cause: err });
 }
 
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const registry = deps.registry ?? new Registry();
-  // Late-bound: the limiter (and its policies) and the logger exist only below.
-  let limiterRef: Limiter | undefined;
-  let events: ThrottledEvents | undefined;
-  const metrics = createMetrics(registry, {
-    // The newest set without throwing: a check denied before the first set
-    // (policy_unknown) is counted too.
-    resourceLabel: (r) => {
-      const p = limiterRef?.newestPolicies;
-      return p !== undefined && configuredResources(p).has(r) ? r : OTHER_RESOURCE;
-    },
-    // A removed policy's series go at the next scrape (the labels stay bounded by the config).
-    isLive: (keyClass, resource) => {
-      const p = limiterRef?.newestPolicies;
-      if (p === undefined) return true;
-      if (resource === OTHER_RESOURCE) return keyClass === "default";
-      if (!configuredResources(p).has(resource)) return false;
-      return keyClass === "default" || p.entries.has(quotaKey(keyClass, resource));
-    },
-  });
-  metrics.breakerState.set(0);
-  const limiter = new Limiter({
-    store: deps.store,
-    config: deps.config,
-    policies: deps.policies,
-    metrics,
-    ...(deps.clock !== undefined ? { clock: deps.clock } : {}),
-    ...(deps.ping !== undefined ? { ping: deps.ping } : {}),
-    onStoreError: (op, kind, err) =>
-      events?.emit(
-        "warn",
-        "redis_error",
-        `${op}:${kind}`,
-        { op, errorKind: kind, ...(err instanceof Error ? { error: err.message } : {}) },
-        "redis call failed",
-      ),
-  });
-  limiterRef = limiter;
+/**
+ * The HTTP service over `limiter` (built by the caller: its store, policies, clock, probe
+ * and metrics registry are the limiter's). /metrics serves the limiter's registry (empty
+ * when it keeps none). Closing the app returns the leases this process holds; the
+ * limiter's store stays the caller's to close.
+ */
+export async function buildApp(limiter: Limiter, options: AppOptions): Promise<FastifyInstance> {
+  const registry = limiter.registry ?? new Registry();
   const app = Fastify({
-    logger: deps.logger ?? false,
+    logger: options.logger ?? false,
     bodyLimit: BODY_BYTES_MAX,
-    logController: new LogController({ disableRequestLogging: deps.logRequests !== true }),
+    logController: new LogController({ disableRequestLogging: options.logRequests !== true }),
     // Keys of keyMaxLength (≤ 128) characters, URL-encoded (≤ 12 bytes each): not a 414.
     routerOptions: { maxParamLength: PARAM_CHARS_MAX },
   });
-  events = new ThrottledEvents(app.log, 1000, deps.clock);
+  const events = new ThrottledEvents(app.log, 1000, limiter.clock);
+  const stopStoreErrors = limiter.onStoreError((op, kind, err) =>
+    events.emit(
+      "warn",
+      "redis_error",
+      `${op}:${kind}`,
+      { op, errorKind: kind, ...(err instanceof Error ? { error: err.message } : {}) },
+      "redis call failed",
+    ),
+  );
   let breakerWas = limiter.breaker.state;
-  limiter.breaker.onStateChange((s) => {
+  const stopBreakerLog = limiter.breaker.onStateChange((s) => {
     const from = breakerWas;
     breakerWas = s;
     const fields = { event: "breaker_state", from, to: s };
@@ -215,7 +169,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     routeMethods.push({ pattern, methods });
   });
   const headerOptions: HeaderOptions = {
-    partitionKey: deps.config.partitionKey ?? "hash",
+    partitionKey: options.config.partitionKey ?? "hash",
     partitionKeySecret: limiter.partitionKeySecret,
   };
   /** An error or a non-decision body: problem details when the client asked for them (RFC 9457). */
@@ -232,17 +186,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       .type(PROBLEM_JSON)
       .send(quotaExceeded([r.scope], `quota exceeded for this key's ${r.scope} policy`, body));
   };
-  const deniedStatus = deps.config.deniedStatus ?? 429;
+  const deniedStatus = options.config.deniedStatus ?? 429;
   // Leases held by this process go back to the bucket on shutdown; the store is the caller's.
   const policyAdmin =
-    deps.policyAdmin?.(limiter, app) ??
+    options.policyAdmin?.(limiter, app) ??
     new StaticPolicies(
       limiter.region,
       limiter.regions,
-      deps.policiesDocument ?? documentOf(limiter.policyVersions[limiter.policyVersions.length - 1]),
+      options.policiesDocument ?? documentOf(limiter.policyVersions[limiter.policyVersions.length - 1]),
       limiter,
     );
   app.addHook("onClose", async () => {
+    // The limiter may outlive this app (its caller's): it stops telling this app's log.
+    stopStoreErrors();
+    stopBreakerLog();
     policyAdmin.stop();
     await limiter.leases.close();
   });
@@ -251,7 +208,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     const e = toLimiterError(err);
     if (e.statusCode >= 500) {
       const route = req.routeOptions.url ?? "(no route)";
-      events?.emit(
+      events.emit(
         "error",
         "http_5xx",
         `${e.statusCode} ${e.code} ${req.method} ${route}`,
@@ -283,7 +240,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       ? sendError(req, reply, new LimiterError("GQ_ERR_DENY_LISTED"), body)
       : reply.code(403).send(body);
 
-  const adminDigest = digest(deps.config.adminToken);
+  const adminDigest = digest(options.config.adminToken);
   const checkAdminToken = async (req: FastifyRequest): Promise<void> => {
     const h = req.headers.authorization;
     const token = typeof h === "string" && h.startsWith("Bearer ") ? h.slice(7) : undefined;
@@ -293,7 +250,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
   };
   // Every admin route takes this guard: it also audits each change (admin-routes.ts).
-  const audit = deps.audit ?? new MemoryAuditLog();
+  const audit = options.audit ?? new MemoryAuditLog();
   const requireAdmin = auditAdminRoutes(app, {
     region: limiter.region,
     admin: () => policyAdmin,
@@ -321,23 +278,22 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
               );
         const binding = r.parts[bindingIndex]!;
         const denyListed = binding.reason === "deny_list";
+        // The check's verdict with the binding limit's numbers, for the headers and the body.
+        const bound = { ...binding, allowed: r.allowed, degraded: r.degraded };
+        const n = decisionNumbers(bound);
         // A deny list is not a rate limit: no RateLimit headers, no Retry-After.
-        if (!denyListed)
-          reply.headers(
-            rateLimitHeaders({ ...binding, allowed: r.allowed, degraded: r.degraded }, headerOptions),
-          );
+        if (!denyListed) reply.headers(rateLimitHeaders(bound, headerOptions, n));
         const shadowParts = r.parts.filter((p) => p.wouldDeny !== undefined);
+        // Receipts are the parts' own (one per charged limit), never the check's.
+        const { refundReceipt: _bindingReceipt, ...top } = decisionBody(bound, n);
         const compound = {
-          ...decisionBody(binding),
-          allowed: r.allowed,
-          degraded: r.degraded,
+          ...top,
           ...(shadowParts.length > 0 ? { wouldDeny: shadowParts.some((p) => p.wouldDeny === true) } : {}),
           failedIndex: r.failedIndex,
           parts: r.parts.map((p, i) => ({
             tenant: c.limits[i]!.tenant,
             resource: c.limits[i]!.resource,
             ...decisionBody(p),
-            ...receiptField(p),
           })),
         };
         if (r.allowed) return reply.code(200).send(compound);
@@ -346,8 +302,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       }
       const r = await limiter.check(body.tenant, body.resource, body.cost);
       if (r.reason === "deny_list") return denyListedReply(req, reply, decisionBody(r));
-      reply.headers(rateLimitHeaders(r, headerOptions));
-      const single = { ...decisionBody(r), ...receiptField(r) };
+      // The numbers once, for the headers and the body (decision-numbers.ts).
+      const n = decisionNumbers(r);
+      reply.headers(rateLimitHeaders(r, headerOptions, n));
+      const single = decisionBody(r, n);
       return r.allowed ? reply.code(200).send(single) : sendDenied(req, reply, r, single);
     },
   );
@@ -420,7 +378,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerPolicyRoutes(app, {
     admin: policyAdmin,
     requireAdmin,
-    keyMaxLength: deps.config.keyMaxLength,
+    keyMaxLength: limiter.keyMaxLength,
     regionIds: limiter.regions,
   });
 
@@ -435,7 +393,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     "/metrics",
     doc("Prometheus metrics", { 200: { description: "exposition format", contentType: "text/plain" } }),
     async (_req, reply) => {
-      metrics.breakerState.set(breakerStateValue(limiter.breaker.state));
       return reply.header("content-type", registry.contentType).send(await registry.metrics());
     },
   );
@@ -464,7 +421,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const known = policyAdmin.state().phase !== "unknown";
       if (!ok || !known) {
         const e = new LimiterError(ok ? "GQ_ERR_POLICY_UNKNOWN" : "GQ_ERR_STORE_UNAVAILABLE");
-        events?.emit(
+        events.emit(
           "warn",
           "http_5xx",
           "503 readyz",
@@ -493,22 +450,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   );
 
   return app;
-}
-
-function receiptField(r: CheckResult): { refundReceipt?: string } {
-  return r.refundReceipt !== undefined ? { refundReceipt: r.refundReceipt } : {};
-}
-
-const resourcesOf = new WeakMap<PolicySet, ReadonlySet<string>>();
-
-/** Resources named by a configured policy (the only values the `resource` metric label takes). */
-function configuredResources(p: PolicySet): ReadonlySet<string> {
-  let set = resourcesOf.get(p);
-  if (set === undefined) {
-    set = new Set([...p.entries.keys()].map((k) => k.slice(k.indexOf("|") + 1)));
-    resourcesOf.set(p, set);
-  }
-  return set;
 }
 
 /**

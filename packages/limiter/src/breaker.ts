@@ -44,8 +44,13 @@ export class CircuitBreaker {
     return Math.max(0, this.openedAtMs + this.options.openMs - this.clock());
   }
 
-  onStateChange(listener: (s: BreakerState) => void): void {
+  /** Calls `listener` on every transition; returns the function that stops it. */
+  onStateChange(listener: (s: BreakerState) => void): () => void {
     this.listeners.push(listener);
+    return () => {
+      const i = this.listeners.indexOf(listener);
+      if (i >= 0) this.listeners.splice(i, 1);
+    };
   }
 
   tryAcquire(): Permit {

@@ -6,6 +6,8 @@ import { PERMIT_DENIED, type CircuitBreaker } from "./breaker.js";
 import { LimiterError } from "./errors.js";
 import type { LeaseRenewingStore } from "./leased-client.js";
 import type {
+  AssignmentAsk,
+  AssignmentGrant,
   CompoundCheckItem,
   CompoundDecision,
   Decision,
@@ -123,6 +125,23 @@ export class GuardedStore implements RegionStore {
     return this.run("reset", () =>
       (inner.reset as (p: KeyPolicy) => Promise<ResetOutcome>).call(inner, policy),
     );
+  }
+  /** RLQS (docs/design.md §11); a store without assignments is a wiring bug, not an outage. */
+  reserveAssignment(policy: KeyPolicy, ask: AssignmentAsk): Promise<AssignmentGrant> {
+    const inner = this.inner;
+    const reserve = inner.reserveAssignment;
+    if (reserve === undefined) return Promise.reject(new Error("this store has no quota assignments"));
+    return this.run("reserveAssignment", () => reserve.call(inner, policy, ask));
+  }
+  countUsage(policy: KeyPolicy, allowed: number, denied: number): Promise<void> {
+    const inner = this.inner;
+    const count = inner.countUsage;
+    if (count === undefined) return Promise.reject(new Error("this store has no quota assignments"));
+    return this.run("countUsage", () => count.call(inner, policy, allowed, denied));
+  }
+  /** Outside the breaker: a wake is fire and forget and never fails a check. */
+  wake(): void {
+    this.inner.wake?.();
   }
   /** Readiness: one call bounded by the timeout, outside the breaker (it must not be blocked by it). */
   async probe(probe: KeyPolicy, ping?: () => Promise<unknown>): Promise<boolean> {

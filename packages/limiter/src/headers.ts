@@ -15,10 +15,10 @@
 // restores the stored key, `"omit"` drops the parameter.
 import { createHash, createHmac } from "node:crypto";
 import { type Item, serializeList } from "structured-headers";
-import type { CheckResult, DecisionSource, LimitScope } from "./limiter.js";
+import { clampSf, type DecisionNumbers, decisionNumbers, whole } from "./decision-numbers.js";
+import type { CheckResult, LimitScope } from "./limiter.js";
 import { type KeyPolicy, type LimitSpec, SHARE_UNITS } from "@geoquota/core";
 
-/** What the `pk` parameter carries: an HMAC of the key (default), the stored key, or nothing. */
 /** The header fields every decision carries (what rateLimitHeaders sets), for the route docs. */
 export const DECISION_HEADER_NAMES: readonly string[] = [
   "RateLimit-Policy",
@@ -32,6 +32,7 @@ export const DECISION_HEADER_NAMES: readonly string[] = [
   "X-RateLimit-Scope",
 ];
 
+/** What the `pk` parameter carries: an HMAC of the key (default), the stored key, or nothing. */
 export type PartitionKeyMode = "hash" | "raw" | "omit";
 export const PARTITION_KEY_MODES: readonly PartitionKeyMode[] = ["hash", "raw", "omit"];
 
@@ -60,25 +61,20 @@ export function partitionKeyOf(key: string, options: HeaderOptions = {}): Buffer
   return h.update(key).digest().subarray(0, PK_HASH_BYTES);
 }
 
-export interface HeaderFields {
-  readonly allowed: boolean;
-  /** The global capacity C. */
-  readonly limit: number;
-  readonly remaining: number;
-  readonly scope: LimitScope;
-  readonly scopeLimit: number;
-  readonly resetSeconds: number;
-  readonly retryAfterSeconds: number;
-  readonly degraded: boolean;
-  readonly source: DecisionSource;
-  readonly policy: KeyPolicy;
-}
-
-/** A structured-field Integer has at most 15 digits (RFC 9651 §3.3.1). */
-export const SF_INTEGER_MAX = 999_999_999_999_999;
-const clampSf = (n: number) => (Number.isFinite(n) ? Math.min(n, SF_INTEGER_MAX) : SF_INTEGER_MAX);
-/** Whole tokens, as every header and body field reports them (clamped to what a header can carry). */
-const whole = (x: number) => clampSf(Math.max(0, Math.floor(x)));
+/** What the headers read of a decision. */
+export type HeaderFields = Pick<
+  CheckResult,
+  | "allowed"
+  | "limit"
+  | "remaining"
+  | "scope"
+  | "scopeLimit"
+  | "resetSeconds"
+  | "retryAfterSeconds"
+  | "degraded"
+  | "source"
+  | "policy"
+>;
 
 /**
  * The policy's window in whole seconds (≥ 1): the window of the window
@@ -91,24 +87,18 @@ export function windowSeconds(limit: LimitSpec): number | undefined {
   return clampSf(Math.max(1, Math.ceil(limit.capacity / limit.refillPerSecond)));
 }
 
-/** `Retry-After` in whole seconds ≥ 1: a client told "0" would retry at once. */
-export function retryAfterHeader(retryAfterSeconds: number): number {
-  return clampSf(Math.max(1, Math.ceil(retryAfterSeconds)));
-}
-
 /** The region's base slice C·b/U: the `region` policy item's quota (stable while shares move). */
 export function baseSliceOf(policy: KeyPolicy): number {
   return whole((policy.limit.capacity * policy.baseShare) / SHARE_UNITS);
 }
 
-export function rateLimitHeaders(r: HeaderFields, options: HeaderOptions = {}): Record<string, string> {
-  const limit = whole(r.scopeLimit);
-  const remaining = whole(r.remaining);
-  // On a denial, t and every legacy reset are the Retry-After value: the draft
-  // says Retry-After should not point before the end of the effective window,
-  // and a `Reset: 0` beside `Retry-After: 60` contradicts it.
-  const retryAfter = retryAfterHeader(r.retryAfterSeconds);
-  const reset = r.allowed ? clampSf(Math.max(0, Math.ceil(r.resetSeconds))) : retryAfter;
+/** The headers of a decision; `n`: its numbers, when the caller computed them for the body too. */
+export function rateLimitHeaders(
+  r: HeaderFields,
+  options: HeaderOptions = {},
+  n: DecisionNumbers = decisionNumbers(r),
+): Record<string, string> {
+  const { limit, remaining, reset, retryAfter } = n;
   const w = windowSeconds(r.policy.limit);
   const pk = partitionKeyOf(`${r.policy.tenant}|${r.policy.resource}`, options);
   const withPk = (params: Map<string, number | Buffer>) => (pk === undefined ? params : params.set("pk", pk));
@@ -121,7 +111,7 @@ export function rateLimitHeaders(r: HeaderFields, options: HeaderOptions = {}): 
   // not refill (no window), its fail-open bucket refills like the slice.
   const scopeQuota = r.scope === "region" ? baseSliceOf(r.policy) : limit;
   const policies: Item[] = [
-    ["global", quota(whole(r.limit), true)],
+    ["global", quota(n.globalLimit, true)],
     [r.scope, quota(scopeQuota, r.scope === "region" || r.source === "fail_open")],
   ];
   const service: Item = [
@@ -153,11 +143,11 @@ export function rateLimitHeaders(r: HeaderFields, options: HeaderOptions = {}): 
  * The JSON body of a single decision (DESIGN §8): `limit` and `remaining` in
  * whole tokens of `scope`; `global.limit` is C; `regional` (region scope) or
  * `process` (process scope) repeats the pair under its scope's name; plus the
- * fail-open bound when one applies.
+ * fail-open bound when one applies, and the refund receipt of an admission that has one.
+ * `n`: the decision's numbers, when the caller computed them for the headers too.
  */
-export function decisionBody(r: CheckResult): DecisionBody {
-  const limit = whole(r.scopeLimit);
-  const remaining = whole(r.remaining);
+export function decisionBody(r: CheckResult, n: DecisionNumbers = decisionNumbers(r)): DecisionBody {
+  const { limit, remaining } = n;
   return {
     allowed: r.allowed,
     limit,
@@ -167,11 +157,12 @@ export function decisionBody(r: CheckResult): DecisionBody {
     retryAfterSeconds: r.retryAfterSeconds,
     region: r.region,
     degraded: r.degraded,
-    global: { limit: whole(r.limit) },
+    global: { limit: n.globalLimit },
     ...(r.scope === "region" ? { regional: { limit, remaining } } : { process: { limit, remaining } }),
     ...(r.failOpenBound !== undefined ? { failOpenBound: r.failOpenBound } : {}),
     ...(r.reason !== undefined ? { reason: r.reason } : {}),
     ...(r.wouldDeny !== undefined ? { wouldDeny: r.wouldDeny } : {}),
+    ...(r.refundReceipt !== undefined ? { refundReceipt: r.refundReceipt } : {}),
   };
 }
 
@@ -190,4 +181,5 @@ export interface DecisionBody {
   readonly failOpenBound?: CheckResult["failOpenBound"];
   readonly reason?: CheckResult["reason"];
   readonly wouldDeny?: boolean;
+  readonly refundReceipt?: string;
 }

@@ -1,11 +1,12 @@
 // Public API of @geoquota/limiter: what a user embedding or running a regional
-// limiter needs (33 names). The Redis store, the script bindings and the
+// limiter needs (27 names). The Redis store, the script bindings and the
 // daemon's Redis functions are the package `@geoquota/redis`; building blocks shared with the other
 // geoquota packages are `@geoquota/limiter/internal` (no stability promise).
-export { type AppConfig, type AppDeps, buildApp } from "./app.js";
+export { type AppConfig, type AppOptions, buildApp } from "./app.js";
 export { type ErrorCode, LimiterError } from "./errors.js";
 export { LeasedClient, type LeasedClientOptions } from "./leased-client.js";
 export {
+  type AssignmentOutcome,
   type CheckResult,
   type CompoundResult,
   Limiter,
@@ -18,7 +19,6 @@ export {
   type StartRegionOptions,
   startRegionService,
 } from "./main.js";
-export { createMetrics } from "./metrics.js";
 export {
   type ExceededContext,
   type GeoquotaHook,

@@ -4,7 +4,7 @@
 // e-mail addresses, base64 API keys) are stored as HMAC-SHA256 truncated to 16
 // hex chars; lengths capped.
 import { isIPv4, isIPv6 } from "node:net";
-import { hashKey, KEY_MAX_LENGTH, KEY_PATTERN } from "@geoquota/core";
+import { hashKey, KEY_MAX_LENGTH, KEY_PATTERN, NAME_CHARS } from "@geoquota/core";
 import { LimiterError } from "./errors.js";
 
 /**
@@ -14,14 +14,20 @@ import { LimiterError } from "./errors.js";
  * `storedKeyPart`.
  */
 export function validateKeyPart(field: string, value: unknown, maxLength = KEY_MAX_LENGTH): string {
+  const part = boundedKeyPart(field, value, maxLength);
+  if (part.includes("|")) {
+    throw new LimiterError("GQ_ERR_INVALID_KEY", `${field}: "|" cannot be named by a policy`, { field });
+  }
+  return part;
+}
+
+/** `value` as a key part of 1 … maxLength characters, else the 400 naming `field`. */
+function boundedKeyPart(field: string, value: unknown, maxLength: number): string {
   if (typeof value !== "string" || value.length === 0) {
     throw new LimiterError("GQ_ERR_INVALID_BODY", `${field}: expected a non-empty string`, { field });
   }
   if (value.length > maxLength) {
     throw new LimiterError("GQ_ERR_KEY_TOO_LONG", `${field}: longer than ${maxLength} characters`, { field });
-  }
-  if (value.includes("|")) {
-    throw new LimiterError("GQ_ERR_INVALID_KEY", `${field}: "|" cannot be named by a policy`, { field });
   }
   return value;
 }
@@ -95,19 +101,14 @@ export function storedKeyPart(
   maxLength: number,
   secret: string | undefined,
 ): string {
-  if (typeof value !== "string" || value.length === 0) {
-    throw new LimiterError("GQ_ERR_INVALID_BODY", `${field}: expected a non-empty string`, { field });
-  }
-  if (value.length > maxLength) {
-    throw new LimiterError("GQ_ERR_KEY_TOO_LONG", `${field}: longer than ${maxLength} characters`, { field });
-  }
-  if (KEY_PATTERN.test(value)) return value;
+  const part = boundedKeyPart(field, value, maxLength);
+  if (KEY_PATTERN.test(part)) return part;
   if (secret === undefined) {
     throw new LimiterError(
       "GQ_ERR_INVALID_KEY",
-      `${field}: characters outside [A-Za-z0-9_.-] need a key-hash secret (keyHashSecret or sharedSecret)`,
+      `${field}: characters outside [${NAME_CHARS}] need a key-hash secret (keyHashSecret or sharedSecret)`,
       { field },
     );
   }
-  return hashKey(secret, value);
+  return hashKey(secret, part);
 }

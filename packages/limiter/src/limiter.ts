@@ -20,8 +20,11 @@ import { storedKeyPart } from "./key-hygiene.js";
 import { LeasePool } from "./lease-pool.js";
 import { leasedHeldBound } from "./leased-client.js";
 import { ReceiptSigner } from "./receipts.js";
-import { breakerStateValue, type LimiterMetrics } from "./metrics.js";
+import { breakerStateValue, createMetrics, type LimiterMetrics, policyLabels } from "./metrics.js";
+import { Registry } from "prom-client";
 import {
+  type AssignmentAsk,
+  type AssignmentGrant,
   type Decision,
   type KeyPolicy,
   type QuotaView,
@@ -32,6 +35,15 @@ import {
   hashKey,
   keyHashSecretOf,
 } from "@geoquota/core";
+
+/**
+ * A quota assignment of one key (RLQS, docs/design.md §11): reserved from this region's slice,
+ * or a verdict that needs no reservation (an allow or deny list, a shadow policy that never
+ * denies, a policy not known yet: nothing reserved, so the proxy denies).
+ */
+export type AssignmentOutcome =
+  | { readonly kind: "reserved"; readonly grant: AssignmentGrant }
+  | { readonly kind: "allow_list" | "deny_list" | "shadow" | "policy_unknown" };
 
 /** The parts of a region config the engine reads. */
 export type LimiterConfig = Pick<
@@ -124,13 +136,19 @@ export interface LimiterDeps {
   readonly config: LimiterConfig;
   /** The policy versions to meet, oldest first (one set without a rollout; none: unknown yet). */
   readonly policies: PolicySet | readonly PolicySet[];
-  readonly metrics?: LimiterMetrics;
+  /**
+   * Where the limiter's metrics (metrics.ts) go: a registry, or `true` for a fresh one of its
+   * own; either is `limiter.registry`, which the HTTP app serves at /metrics. Absent or
+   * false: none are kept (an embedded engine pays nothing for them).
+   */
+  readonly metrics?: Registry | boolean;
   readonly clock?: MonotonicClock;
   /** Readiness probe (e.g. Redis PING); default: the store's `ping`, else an `inspect`. */
   readonly ping?: () => Promise<unknown>;
-  /** Every failed store call (after the timeout/breaker verdict), e.g. for logging. */
-  readonly onStoreError?: (op: string, kind: StoreErrorKind, err?: unknown) => void;
 }
+
+/** Told of every failed store call (after the timeout/breaker verdict), e.g. for logging. */
+export type StoreErrorListener = (op: string, kind: StoreErrorKind, err?: unknown) => void;
 
 const finiteOr = (x: number, fallback: number) => (Number.isFinite(x) ? x : fallback);
 const setsOf = (p: PolicySet | readonly PolicySet[]): readonly PolicySet[] =>
@@ -147,16 +165,38 @@ function noPolicy(tenant: string, resource: string): KeyPolicy {
   };
 }
 
+/**
+ * A key as one check carries it (issue 27 point 5): its names validated and hashed, its
+ * policy met over the versions and its metric labels found once, when the key is first
+ * resolved under a policy version set; every step of the check reads this, none resolves
+ * the key again.
+ */
 interface KeyEntry {
+  /** The names as given (receipts name them; policies are looked up by them). */
+  readonly tenant: string;
+  readonly resource: string;
+  /** With the stored names; one object per key and version set (the store's argument cache is keyed by it). */
   readonly policy: KeyPolicy;
   /** Undefined while the policy is unknown (fail closed: leases, else deny). */
   readonly resolved: ResolvedKey | undefined;
+  /** `key_class` of the share gauge (by the names given) and of the decision counters (by the stored names). */
+  readonly shareClass: string;
+  readonly decisionClass: string;
+  /** This process's last denial of the key (clock ms): see Limiter.denied. */
+  deniedAtMs?: number;
 }
 
 /** A key resolved under the current policy versions, whether or not they are still known to be current. */
-interface ResolvedEntry {
-  readonly policy: KeyPolicy;
+interface ResolvedEntry extends KeyEntry {
   readonly resolved: ResolvedKey;
+}
+
+/**
+ * A key's `key_class` metric label: its tenant when the newest policies name the key,
+ * else "default" (so request bodies never create series).
+ */
+function keyClassOf(newest: PolicySet, tenant: string, resource: string): string {
+  return newest.entries.has(quotaKey(tenant, resource)) ? tenant : "default";
 }
 
 /**
@@ -164,6 +204,11 @@ interface ResolvedEntry {
  * stream of one-off keys costs memory bounded by it, never more.
  */
 const RESOLVED_KEYS_MAX = 100_000;
+
+/** A key denied again within this long is still the same crossing of the slice (Limiter.denied). */
+const WAKE_QUIET_MS = 1000;
+/** At most one wake per this long per process, whatever the keys. */
+const WAKE_GAP_MS = 50;
 
 export class Limiter {
   readonly breaker: CircuitBreaker;
@@ -173,9 +218,15 @@ export class Limiter {
   private readonly config: LimiterConfig;
   private readonly regionIds: readonly string[];
   private readonly metrics: LimiterMetrics | undefined;
+  /** The registry the metrics are in (undefined: none kept). */
+  readonly registry: Registry | undefined;
+  private readonly storeErrorListeners = new Set<StoreErrorListener>();
   private policySets: readonly PolicySet[];
   private policyValidUntilMs: number | undefined;
-  private readonly clock: MonotonicClock;
+  /** The limiter's monotonic clock (breaker, leases, policy expiry). */
+  readonly clock: MonotonicClock;
+  /** The last wake (Limiter.denied), clock ms. */
+  private wokeAtMs = Number.NEGATIVE_INFINITY;
   private readonly ping: (() => Promise<unknown>) | undefined;
   private readonly receipts: ReceiptSigner;
   private readonly keyHashSecret: string | undefined;
@@ -198,8 +249,17 @@ export class Limiter {
     const clock = deps.clock ?? monotonicNow;
     this.clock = clock;
     this.config = deps.config;
-    this.metrics = deps.metrics;
     this.policySets = setsOf(deps.policies);
+    const m = deps.metrics;
+    this.registry = m === true ? new Registry() : m === false ? undefined : m;
+    // Labels follow this limiter's newest policies (read at each use: setPolicies moves them).
+    this.metrics =
+      this.registry === undefined
+        ? undefined
+        : createMetrics(this.registry, {
+            ...policyLabels(() => this.newestPolicies),
+            breakerState: () => this.breaker.state,
+          });
     this.regionIds = deps.config.regions.map((r) => r.id);
     this.breaker = new CircuitBreaker(deps.config.breaker, clock);
     this.breaker.onStateChange((s) => {
@@ -210,7 +270,7 @@ export class Limiter {
       timeoutMs: deps.config.redis.timeoutMs,
       onError: (op, kind, err) => {
         this.metrics?.storeErrors.inc({ op, kind });
-        deps.onStoreError?.(op, kind, err);
+        for (const l of this.storeErrorListeners) l(op, kind, err);
       },
       isMisuse: (err) => err instanceof StoreMisuseError,
     });
@@ -229,6 +289,17 @@ export class Limiter {
 
   get region(): string {
     return this.config.region;
+  }
+
+  /** The longest tenant or resource a check takes (config `keyMaxLength`). */
+  get keyMaxLength(): number {
+    return this.config.keyMaxLength;
+  }
+
+  /** Calls `listener` on every failed store call; returns the function that stops it. */
+  onStoreError(listener: StoreErrorListener): () => void {
+    this.storeErrorListeners.add(listener);
+    return () => this.storeErrorListeners.delete(listener);
   }
 
   /** The newest policy set, or undefined before the first (metrics labels; never throws). */
@@ -304,11 +375,11 @@ export class Limiter {
     if (e === undefined) {
       const fresh = this.resolveFresh(tenant, resource, fieldPrefix);
       if (fresh.resolved === undefined) return fresh;
-      e = { policy: fresh.policy, resolved: fresh.resolved };
+      e = fresh as ResolvedEntry;
       if (this.resolvedKeys.size >= RESOLVED_KEYS_MAX) this.resolvedKeys.clear();
       this.resolvedKeys.set(id, e);
     }
-    return this.policyKnown ? e : { policy: e.policy, resolved: undefined };
+    return this.policyKnown ? e : { ...e, resolved: undefined };
   }
 
   /** keyState without the cache (validates and hashes the names; `resolved` undefined before any set). */
@@ -317,7 +388,17 @@ export class Limiter {
     const storedTenant = storedKeyPart(`${fieldPrefix}tenant`, tenant, max, this.keyHashSecret);
     const storedResource = storedKeyPart(`${fieldPrefix}resource`, resource, max, this.keyHashSecret);
     const newest = this.policySets[this.policySets.length - 1];
-    if (newest === undefined) return { policy: noPolicy(storedTenant, storedResource), resolved: undefined };
+    if (newest === undefined) {
+      const policy = noPolicy(storedTenant, storedResource);
+      return {
+        tenant,
+        resource,
+        policy,
+        resolved: undefined,
+        shareClass: "default",
+        decisionClass: "default",
+      };
+    }
     const secret = this.config.keyHashSecret;
     // A key a policy, an override or a wildcard override names keeps a readable tenant.
     const k = quotaKey(tenant, resource);
@@ -333,13 +414,14 @@ export class Limiter {
       names: { stored: { tenant: finalTenant, resource: storedResource } },
     });
     const policy = { ...r.policy, tenant: finalTenant, resource: storedResource };
-    return { policy, resolved: r };
-  }
-
-  private keyClass(tenant: string, resource: string): string {
-    // Not `this.policies`: it throws before the first set, and a check denied
-    // as policy_unknown is counted too.
-    return this.newestPolicies?.entries.has(quotaKey(tenant, resource)) ? tenant : "default";
+    return {
+      tenant,
+      resource,
+      policy,
+      resolved: r,
+      shareClass: keyClassOf(newest, tenant, resource),
+      decisionClass: keyClassOf(newest, finalTenant, storedResource),
+    };
   }
 
   private slice(policy: KeyPolicy): { cap: number; rate: number } {
@@ -425,14 +507,13 @@ export class Limiter {
     return { ...r, allowed: true, retryAfterSeconds: 0, wouldDeny: true };
   }
 
-  private count(r: CheckResult, allowed: boolean): void {
+  private count(r: CheckResult, allowed: boolean, key: KeyEntry): void {
     const m = this.metrics;
     if (m === undefined) return;
     m.decisions.inc({ result: allowed ? "allowed" : "denied", source: r.source });
-    const { tenant, resource } = r.policy;
     m.keyDecisions.inc({
-      key_class: this.keyClass(tenant, resource),
-      resource,
+      key_class: key.decisionClass,
+      resource: key.policy.resource,
       result: allowed ? "allowed" : "denied",
     });
     if (r.wouldDeny !== undefined) {
@@ -440,10 +521,10 @@ export class Limiter {
     }
   }
 
-  private record(r: CheckResult, startedMs: number): CheckResult {
+  private record(r: CheckResult, key: KeyEntry, startedMs: number): CheckResult {
     const m = this.metrics;
     if (m !== undefined) {
-      this.count(r, r.allowed);
+      this.count(r, r.allowed, key);
       m.latency.observe({ source: r.source }, (monotonicNow() - startedMs) / 1000);
       m.leasedTokens.set(this.leases.size);
     }
@@ -455,21 +536,18 @@ export class Limiter {
     // allowed while one unit is left; one check-only item of the compound script.
     if (cost === 0) return (await this.checkCompound([{ tenant, resource, cost: 0, need: 1 }])).parts[0]!;
     const started = monotonicNow();
-    const { policy, resolved } = this.keyState(tenant, resource);
-    if (resolved === undefined) return this.record(this.unknownPolicy(policy, cost), started);
-    if (resolved.access === "deny") return this.record(this.listed(policy, "deny_list"), started);
-    if (resolved.access === "allow") return this.record(this.listed(policy, "allow_list"), started);
-    const r = await this.limit(tenant, resource, policy, cost);
-    return this.record(resolved.shadow ? this.shadowed(r) : r, started);
+    const key = this.keyState(tenant, resource);
+    const { policy, resolved } = key;
+    if (resolved === undefined) return this.record(this.unknownPolicy(policy, cost), key, started);
+    if (resolved.access === "deny") return this.record(this.listed(policy, "deny_list"), key, started);
+    if (resolved.access === "allow") return this.record(this.listed(policy, "allow_list"), key, started);
+    const r = await this.limit(key, cost);
+    return this.record(resolved.shadow ? this.shadowed(r) : r, key, started);
   }
 
   /** The key's limit: tokens leased to this process, else the store, else the degraded path. */
-  private async limit(
-    tenant: string,
-    resource: string,
-    policy: KeyPolicy,
-    cost: number,
-  ): Promise<CheckResult> {
+  private async limit(key: KeyEntry, cost: number): Promise<CheckResult> {
+    const { policy } = key;
     // In-process leases exist for the token bucket only (the window algorithms keep static slices).
     if (this.config.leased.enabled && policy.limit.algorithm === "token_bucket") {
       const client = this.leases.get(policy);
@@ -477,13 +555,32 @@ export class Limiter {
     }
     try {
       const d = await this.store.check(policy, cost);
-      this.metrics?.share.set({ key_class: this.keyClass(tenant, resource), resource }, d.share);
-      const receipt = d.allowed ? this.receipt(tenant, resource, cost, d.nowUs) : undefined;
+      if (!d.allowed) this.denied(key);
+      this.metrics?.share.set({ key_class: key.shareClass, resource: key.resource }, d.share);
+      const receipt = d.allowed ? this.receipt(key.tenant, key.resource, cost, d.nowUs) : undefined;
       return this.fromDecision(policy, d, receipt);
     } catch (err) {
       if (!isStoreUnavailable(err)) throw err;
       return this.degraded(policy, cost);
     }
+  }
+
+  /**
+   * A denial by the store after WAKE_QUIET_MS without one for the key: its demand just crossed
+   * the region's slice, so the region's gossip daemon is woken for an early round (DESIGN §3
+   * "Demand, targets and lending"; RegionStore.wake) instead of noticing at its timer's round.
+   * A key denied on and on wakes nothing more; the process wakes at most every WAKE_GAP_MS.
+   * Only the rate algorithms follow demand (the window algorithms keep static slices).
+   */
+  private denied(key: KeyEntry): void {
+    const algorithm = key.policy.limit.algorithm;
+    if (algorithm !== "token_bucket" && algorithm !== "gcra") return;
+    const now = this.clock();
+    const quiet = key.deniedAtMs === undefined || now - key.deniedAtMs >= WAKE_QUIET_MS;
+    key.deniedAtMs = now;
+    if (!quiet || now - this.wokeAtMs < WAKE_GAP_MS) return;
+    this.wokeAtMs = now;
+    this.store.wake?.();
   }
 
   /** Store unavailable: tokens already leased to this process, then fail-open (if configured) or deny. */
@@ -518,7 +615,7 @@ export class Limiter {
     const policies = keys.map((k) => k.policy);
     const resolved = keys.map((k) => k.resolved);
     if (!resolved.every((r): r is ResolvedKey => r !== undefined)) {
-      return this.recordCompound(this.degradedCompound(keys, items, true));
+      return this.recordCompound(this.degradedCompound(keys, items, true), keys);
     }
     const denyAt = resolved.findIndex((r) => r.access === "deny");
     if (denyAt >= 0) {
@@ -528,7 +625,11 @@ export class Limiter {
           r.access === "deny" ? "deny_list" : r.access === "allow" ? "allow_list" : "not_evaluated",
         ),
       );
-      return this.recordCompound({ allowed: false, failedIndex: denyAt, parts, degraded: false }, started);
+      return this.recordCompound(
+        { allowed: false, failedIndex: denyAt, parts, degraded: false },
+        keys,
+        started,
+      );
     }
     const parts: (CheckResult | undefined)[] = resolved.map((r, i) =>
       r.access === "allow" ? this.listed(policies[i]!, "allow_list") : undefined,
@@ -558,22 +659,25 @@ export class Limiter {
           parts[i] = resolved[i]!.shadow ? this.shadowed(part) : part;
         });
         const result = { allowed: d.allowed, failedIndex: failed ?? -1, parts: parts as CheckResult[] };
-        return this.recordCompound({ ...result, degraded: false }, started);
+        return this.recordCompound({ ...result, degraded: false }, keys, started);
       }
       // Nothing left to charge: allow-listed, or shadow limits that would deny.
       return this.recordCompound(
         { allowed: true, failedIndex: -1, parts: parts as CheckResult[], degraded: false },
+        keys,
         started,
       );
     } catch (err) {
       if (!isStoreUnavailable(err)) throw err;
-      return this.recordCompound(this.degradedCompound(keys, items, false));
+      return this.recordCompound(this.degradedCompound(keys, items, false), keys);
     }
   }
 
   /** Metrics of a compound check: one decision per part, with the check's result. */
-  private recordCompound(r: CompoundResult, startedMs?: number): CompoundResult {
-    for (const p of r.parts) this.count(p, r.allowed);
+  private recordCompound(r: CompoundResult, keys: readonly KeyEntry[], startedMs?: number): CompoundResult {
+    r.parts.forEach((p, i) => {
+      this.count(p, r.allowed, keys[i]!);
+    });
     if (startedMs !== undefined) {
       const source = r.parts.some((p) => p.source === "store") ? "store" : (r.parts[0]?.source ?? "store");
       this.metrics?.latency.observe({ source }, (monotonicNow() - startedMs) / 1000);
@@ -674,6 +778,33 @@ export class Limiter {
       throw new LimiterError("GQ_ERR_RECEIPT_EXPIRED", why, { field: "receipt" });
     }
     return { ...this.fromDecision(policy, out.decision), refunded: amount };
+  }
+
+  /**
+   * Reserves a quota assignment of the key (RLQS, docs/design.md §11): up to `burst` whole tokens
+   * and `rate` tokens/s, from now until ttl + margin; the script reserves the largest assignment
+   * the slice backs (rate first, then burst) and cuts its TTL to the share schedule. `supersedes`
+   * names the live assignment of the same stream and bucket this one renews (their rates do not
+   * add). Store errors are thrown.
+   */
+  async reserveAssignment(tenant: string, resource: string, ask: AssignmentAsk): Promise<AssignmentOutcome> {
+    const { policy, resolved } = this.keyState(tenant, resource);
+    if (resolved === undefined) return { kind: "policy_unknown" };
+    if (resolved.access !== "limit") return { kind: resolved.access === "deny" ? "deny_list" : "allow_list" };
+    if (resolved.shadow) return { kind: "shadow" };
+    const grant = await this.store.reserveAssignment(policy, ask);
+    return { kind: "reserved", grant };
+  }
+
+  /**
+   * A proxy's usage report of the key counted as admissions and denials (RLQS): nothing is taken
+   * from the bucket (the assignment was). Keys no limit applies to count nothing, as checks.
+   */
+  async countUsage(tenant: string, resource: string, allowed: number, denied: number): Promise<void> {
+    const { policy, resolved } = this.keyState(tenant, resource);
+    if (resolved === undefined || resolved.access !== "limit" || resolved.shadow) return;
+    if (allowed === 0 && denied === 0) return;
+    await this.store.countUsage(policy, allowed, denied);
   }
 
   async inspect(tenant: string, resource: string): Promise<{ policy: KeyPolicy; view: QuotaView }> {

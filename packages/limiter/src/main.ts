@@ -14,8 +14,8 @@ import { Cluster, Redis } from "ioredis";
 import { Registry } from "prom-client";
 import { RedisAuditLog } from "./admin-routes.js";
 import { type AppConfig, buildApp } from "./app.js";
-import type { Limiter } from "./limiter.js";
-import { bindWithFallback, collectProcessMetrics } from "@geoquota/procs";
+import { Limiter, type LimiterConfig } from "./limiter.js";
+import { bindWithFallback, collectProcessMetrics } from "@geoquota/edge";
 import { createSetupDriftMetrics, type SetupDriftMetrics } from "./metrics.js";
 import { refuseWhileDrifting } from "./setup-drift.js";
 import {
@@ -44,7 +44,10 @@ export interface RegionService {
 }
 
 export interface StartRegionOptions {
-  readonly config: AppConfig & Pick<RegionConfig, "listen" | "lease"> & Partial<Pick<RegionConfig, "policy">>;
+  readonly config: LimiterConfig &
+    AppConfig &
+    Pick<RegionConfig, "listen" | "lease"> &
+    Partial<Pick<RegionConfig, "policy">>;
   /** The policies file: the static policies, or (replicated) what the limiter uses until its first snapshot read. */
   readonly policies: PolicySet;
   /** The document `policies` was parsed from (GET /v1/policy in static mode). */
@@ -159,17 +162,22 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
   }
   const policyRedis = redis;
   let firstRead: Promise<void> | undefined;
-  const app = await buildApp({
+  const limiter = new Limiter({
     store,
     config,
     policies: options.policies,
+    metrics: registry,
+    ...(ping !== undefined ? { ping } : {}),
+  });
+  const app = await buildApp(limiter, {
+    config,
     ...(options.policiesDocument !== undefined ? { policiesDocument: options.policiesDocument } : {}),
     ...(replicated && policyRedis !== undefined && config.policy !== undefined
       ? {
-          policyAdmin: (limiter: Limiter, fastify: FastifyInstance) => {
+          policyAdmin: (target: Limiter, fastify: FastifyInstance) => {
             const source = new ReplicatedPolicies({
               region: config.region,
-              regionIds: limiter.regions,
+              regionIds: target.regions,
               staleMs: config.policy!.limiterStaleMs,
               read: async () => {
                 const r = await readSnapshot(policyRedis);
@@ -178,7 +186,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
                 return r.value;
               },
               push: (p) => pushProposal(policyRedis, p),
-              target: limiter,
+              target,
               now: monotonicNow,
               onEvent: (event, detail) =>
                 event === "policy_version"
@@ -190,11 +198,9 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
           },
         }
       : {}),
-    registry,
     ...(redis !== undefined ? { audit: new RedisAuditLog(redis) } : {}),
     ...(options.logRequests !== undefined ? { logRequests: options.logRequests } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
-    ...(ping !== undefined ? { ping } : {}),
   });
   // Serve only once the first snapshot read answered (a read that finds none leaves it unknown).
   await firstRead?.catch(() => {});
@@ -232,7 +238,7 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
   return {
     url: `http://${shownHost}:${boundPort}`,
     app,
-    limiter: app.limiter,
+    limiter,
     close() {
       closing ??= (async () => {
         watcher?.stop();

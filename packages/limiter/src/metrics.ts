@@ -4,6 +4,7 @@
 // policy (else "other"), so request bodies never create series. Series of a
 // key class or resource no policy names any more are dropped at the next
 // scrape (`isLive`), so the count stays bounded by the current config.
+import { type PolicySet, quotaKey } from "@geoquota/config";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { BreakerState } from "./breaker.js";
 import { SHARE_UNITS } from "@geoquota/core";
@@ -46,6 +47,45 @@ export interface MetricsOptions {
    * policies: others are removed at scrape time. Default: keep everything.
    */
   readonly isLive?: (keyClass: string, resource: string) => boolean;
+  /** The breaker's state, read at each scrape (open turns half-open by time alone, with no event). */
+  readonly breakerState?: () => BreakerState;
+}
+
+const resourcesOf = new WeakMap<PolicySet, ReadonlySet<string>>();
+
+/** Resources named by a configured policy (the only values the `resource` metric label takes). */
+function configuredResources(p: PolicySet): ReadonlySet<string> {
+  let set = resourcesOf.get(p);
+  if (set === undefined) {
+    set = new Set([...p.entries.keys()].map((k) => k.slice(k.indexOf("|") + 1)));
+    resourcesOf.set(p, set);
+  }
+  return set;
+}
+
+/**
+ * Labels bounded by the policies `newest` returns (read at each call: a policy change
+ * moves them): a resource is its name when a policy names it, else `other`; a removed
+ * policy's series go at the next scrape.
+ */
+export function policyLabels(
+  newest: () => PolicySet | undefined,
+): Required<Pick<MetricsOptions, "resourceLabel" | "isLive">> {
+  return {
+    // The newest set without throwing: a check denied before the first set
+    // (policy_unknown) is counted too.
+    resourceLabel: (r) => {
+      const p = newest();
+      return p !== undefined && configuredResources(p).has(r) ? r : OTHER_RESOURCE;
+    },
+    isLive: (keyClass, resource) => {
+      const p = newest();
+      if (p === undefined) return true;
+      if (resource === OTHER_RESOURCE) return keyClass === "default";
+      if (!configuredResources(p).has(resource)) return false;
+      return keyClass === "default" || p.entries.has(quotaKey(keyClass, resource));
+    },
+  };
 }
 
 /** Labels of the series a wrapper created, so that dead ones can be removed at scrape time. */
@@ -77,6 +117,7 @@ export function breakerStateValue(s: BreakerState): number {
 export function createMetrics(registry: Registry, options: MetricsOptions = {}): LimiterMetrics {
   const registers = [registry];
   const resourceLabel = options.resourceLabel ?? (() => OTHER_RESOURCE);
+  const breakerState = options.breakerState;
   const shareSeries = prunable<{ key_class: string; resource: string }>(options.isLive);
   const share = new Gauge({
     name: "geoquota_share_ratio",
@@ -127,6 +168,9 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
       name: "geoquota_breaker_state",
       help: "Circuit breaker around the store: 0 closed, 1 half-open, 2 open",
       registers,
+      collect() {
+        if (breakerState !== undefined) this.set(breakerStateValue(breakerState()));
+      },
     }),
     share: {
       set(labels, sharePpm) {

@@ -55,6 +55,24 @@ export function refuseWhileDrifting(store: RegionStore, drifting: () => readonly
     const reset = store.reset.bind(store);
     wrapped.reset = (policy) => reset(policy);
   }
+  // An assignment hands a burst and a rate to a proxy (RLQS): a grant, refused like a lease. A
+  // usage report only counts what the proxy already admitted.
+  if (store.reserveAssignment !== undefined) {
+    const reserve = store.reserveAssignment.bind(store);
+    wrapped.reserveAssignment = async (policy, ask) => {
+      guard("reserveAssignment");
+      return reserve(policy, ask);
+    };
+  }
+  if (store.countUsage !== undefined) {
+    const count = store.countUsage.bind(store);
+    wrapped.countUsage = (policy, allowed, denied) => count(policy, allowed, denied);
+  }
+  // A wake hands nothing out: the daemon's round still holds grants while the setup drifts.
+  if (store.wake !== undefined) {
+    const wake = store.wake.bind(store);
+    wrapped.wake = () => wake();
+  }
   const renewing = store as RegionStore & Partial<LeaseRenewingStore>;
   if (typeof renewing.renewLease === "function") {
     const renew = renewing.renewLease.bind(renewing);

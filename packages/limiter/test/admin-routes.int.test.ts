@@ -10,9 +10,9 @@ import type { FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AUDIT_KEY, AUDIT_RECORDS_MAX, RedisAuditLog } from "../src/admin-routes.js";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { ADMIN_TOKEN, testConfig } from "./helpers/config.js";
-import { TIMING } from "../../redis/test/redis-helpers.js";
+import { TIMING } from "@geoquota/testkit";
 
 const REGION = "us-east";
 const SLOW = 0.0001;
@@ -44,7 +44,7 @@ const apps: FastifyInstance[] = [];
 const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
 async function regionApp(): Promise<FastifyInstance> {
-  const app = await buildApp({
+  const app = await limiterApp({
     store: createRedisStore({ redis, region: REGION, timing: TIMING }),
     config: testConfig({
       region: REGION,

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { ADMIN_TOKEN, manualClock, REGION_IDS, testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
@@ -15,7 +15,7 @@ afterEach(async () => {
 async function setup(patch: Record<string, unknown> = {}) {
   const store = new FakeStore();
   const clock = manualClock();
-  app = await buildApp({ store, config: testConfig(patch), policies: testPolicies(), clock: clock.now });
+  app = await limiterApp({ store, config: testConfig(patch), policies: testPolicies(), clock: clock.now });
   return { app, store, clock };
 }
 
@@ -216,6 +216,9 @@ describe("refund, quotas, health, metrics", () => {
     const r = await app.inject({ method: "POST", url: "/v1/check", payload: { limits } });
     expect(r.statusCode).toBe(200);
     const parts = r.json().parts as { refundReceipt: string }[];
+    // The receipts are the parts' (one per charged limit): the check's own body has none.
+    expect(r.json().refundReceipt).toBeUndefined();
+    expect(parts.every((p) => typeof p.refundReceipt === "string")).toBe(true);
     const back = await app.inject({
       method: "POST",
       url: "/v1/refund",

@@ -5,7 +5,7 @@
 import { parsePolicies } from "@geoquota/config";
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { ErrorSchema } from "../src/validation.js";
 import { manualClock, REGION_IDS, testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
@@ -20,7 +20,7 @@ afterEach(async () => {
 async function setup(patch: Record<string, unknown> = {}, policies = testPolicies()) {
   const store = new FakeStore();
   const clock = manualClock();
-  app = await buildApp({ store, config: testConfig(patch), policies, clock: clock.now });
+  app = await limiterApp({ store, config: testConfig(patch), policies, clock: clock.now });
   return { app, store, clock };
 }
 
@@ -137,7 +137,7 @@ describe("GET /v1/auth", () => {
   it("an unhashable key (no secret configured) is a 401 too", async () => {
     const config = testConfig();
     const { sharedSecret: _s, ...rest } = config as unknown as Record<string, unknown>;
-    app = await buildApp({
+    app = await limiterApp({
       store: new FakeStore(),
       config: rest as unknown as typeof config,
       policies: testPolicies(),

@@ -7,9 +7,9 @@ import { createRedisStore, initFreshRegion } from "@geoquota/redis";
 import { type RedisServer, startRedis } from "@geoquota/testkit";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { testConfig } from "./helpers/config.js";
-import { TIMING } from "../../redis/test/redis-helpers.js";
+import { TIMING } from "@geoquota/testkit";
 
 const REGION = "us-east";
 const SLOW = 0.0001; // no refill within the test
@@ -21,7 +21,7 @@ beforeAll(async () => {
   server = await startRedis();
   const redis = server.client();
   await initFreshRegion(redis);
-  app = await buildApp({
+  app = await limiterApp({
     store: createRedisStore({ redis, region: REGION, timing: TIMING }),
     config: testConfig({ region: REGION, regions: [{ id: REGION, gossip: "127.0.0.1:7301" }] }),
     policies: parsePolicies(

@@ -10,7 +10,8 @@ import { type RedisServer, startRedis, startReplica } from "@geoquota/testkit";
 import { afterEach, describe, expect, it } from "vitest";
 import { startRegionService } from "../src/main.js";
 import { createRedisStore, initFreshRegion, NotDurableError, type RedisRegionStore } from "@geoquota/redis";
-import { policy, serviceConfig, TIMING } from "../../redis/test/redis-helpers.js";
+import { policy, TIMING } from "@geoquota/testkit";
+import { serviceConfig } from "./helpers/config.js";
 
 const started: RedisServer[] = [];
 const stores: RedisRegionStore[] = [];

@@ -35,7 +35,7 @@ import { type CertifiedWrite, SNAPSHOT_KEY, writeSnapshot } from "@geoquota/roll
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { KeyPolicy } from "@geoquota/core";
-import { policy, sleep, TIMING } from "../../redis/test/redis-helpers.js";
+import { policy, sleep, TIMING } from "@geoquota/testkit";
 
 const started: RedisServer[] = [];
 const clients: Redis[] = [];

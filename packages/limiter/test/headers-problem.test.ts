@@ -6,7 +6,7 @@ import { parseRegionConfig } from "@geoquota/config";
 import type { FastifyInstance } from "fastify";
 import { parseList } from "structured-headers";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { rateLimitHeaders } from "../src/headers.js";
 import type { Decision, KeyPolicy } from "@geoquota/core";
 import { QUOTA_EXCEEDED_TYPE, prefersProblem } from "../src/problem.js";
@@ -20,7 +20,7 @@ afterEach(async () => {
 });
 
 async function setup(patch: Record<string, unknown> = {}, store = new FakeStore()) {
-  const app = await buildApp({ store, config: testConfig(patch), policies: testPolicies() });
+  const app = await limiterApp({ store, config: testConfig(patch), policies: testPolicies() });
   apps.push(app);
   return app;
 }

@@ -3,7 +3,7 @@
 import { parseList } from "structured-headers";
 import { describe, expect, it } from "vitest";
 import { rateLimitHeaders, windowSeconds } from "../src/headers.js";
-import { SF_INTEGER_MAX } from "../src/headers.js";
+import { SF_INTEGER_MAX } from "../src/decision-numbers.js";
 import type { HeaderFields } from "../src/headers.js";
 
 const base: HeaderFields = {

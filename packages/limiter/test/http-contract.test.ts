@@ -4,7 +4,7 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { hashKey, keyHashSecretOf } from "@geoquota/core";
 import type { z } from "zod";
 import {
@@ -29,7 +29,7 @@ async function setup(patch: Record<string, unknown> = {}, drop: readonly string[
   const store = new FakeStore();
   const config: Record<string, unknown> = { ...testConfig(patch) };
   for (const k of drop) delete config[k];
-  const app = await buildApp({
+  const app = await limiterApp({
     store,
     config: config as unknown as ReturnType<typeof testConfig>,
     policies: testPolicies(),

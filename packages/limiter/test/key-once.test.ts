@@ -1,10 +1,12 @@
 // A check resolves its key once (issue 27 point 5): the limiter keeps one
 // KeyPolicy object per key and policy version, so the Redis store's argument
 // cache (keyed by that object, @geoquota/redis args.ts) builds a key's KEYS
-// and ARGV once and every later check of the key reuses them.
+// and ARGV once and every later check of the key reuses them; the check then
+// carries the resolved key down (receipt names, metric labels), so a later
+// check of the key reads no policy again.
 import type { Decision, KeyPolicy } from "@geoquota/core";
 import { type KeyArgs, keyArgsBuilder } from "@geoquota/redis";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { Limiter } from "../src/limiter.js";
 import { testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
@@ -47,5 +49,33 @@ describe("a key resolved once per check", () => {
     await limiter.check("cust_ent_9942", "payments_checkout", 1);
     await limiter.check("cust_ent_9942", "payments_checkout", 1);
     expect(store.built.size).toBe(3);
+  });
+
+  it("a later check of the key, metrics on, reads no policy map: its labels came with the key", async () => {
+    const policies = testPolicies();
+    const limiter = new Limiter({ store: new FakeStore(), config: testConfig(), policies, metrics: true });
+    const compound = [
+      { tenant: "cust_ent_9942", resource: "payments_checkout", cost: 1 },
+      { tenant: "walk_in_7", resource: "payments_checkout", cost: 1 },
+    ];
+    await limiter.check("cust_ent_9942", "payments_checkout", 1);
+    await limiter.checkCompound(compound);
+    const has = vi.spyOn(policies.entries, "has");
+    const get = vi.spyOn(policies.entries, "get");
+    for (let i = 0; i < 3; i++) {
+      expect((await limiter.check("cust_ent_9942", "payments_checkout", 1)).source).toBe("store");
+      expect((await limiter.checkCompound(compound)).parts).toHaveLength(2);
+    }
+    expect(has).not.toHaveBeenCalled();
+    expect(get).not.toHaveBeenCalled();
+    // The labels are the ones a per-check lookup gave.
+    const text = await limiter.registry!.metrics();
+    expect(text).toMatch(
+      /^geoquota_key_decisions_total\{key_class="cust_ent_9942",resource="payments_checkout",result="\w+"\} \d/m,
+    );
+    expect(text).toMatch(
+      /^geoquota_key_decisions_total\{key_class="default",resource="payments_checkout",result="\w+"\} \d/m,
+    );
+    expect(text).toContain('geoquota_share_ratio{key_class="cust_ent_9942",resource="payments_checkout"}');
   });
 });

@@ -2,7 +2,7 @@
 // falling through to one store check when the leases cannot cover the cost.
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp, withPoliciesFor } from "./helpers/leased-mode.js";
+import { leasedApp, withPoliciesFor } from "./helpers/leased-mode.js";
 import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
 
 let app: FastifyInstance | undefined;
@@ -13,7 +13,7 @@ afterEach(async () => {
 
 describe("leased mode", () => {
   it("serves checks from memory: a handful of store calls for many checks", async () => {
-    const s = await buildApp();
+    const s = await leasedApp();
     app = s.app;
     for (let i = 0; i < 100; i++) {
       const r = await app.inject({
@@ -47,7 +47,7 @@ describe("leased mode", () => {
   });
 
   it("closing the app returns the unused leased tokens", async () => {
-    const s = await buildApp();
+    const s = await leasedApp();
     await s.app.inject({
       method: "POST",
       url: "/v1/check",
@@ -60,7 +60,7 @@ describe("leased mode", () => {
   });
 
   it("window algorithms never lease (they keep static slices)", async () => {
-    const s = await buildApp(
+    const s = await leasedApp(
       withPoliciesFor("win_t", "api", { algorithm: "fixed_window", capacity: 30, windowMs: 60_000 }),
     );
     app = s.app;

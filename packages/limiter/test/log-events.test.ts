@@ -3,7 +3,7 @@
 // breaker transitions, 5xx responses and policy changes.
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { logLevelOf, ThrottledEvents } from "@geoquota/config";
 import { RedisStoreError } from "@geoquota/redis";
 import { ADMIN_TOKEN, manualClock, testConfig, testPolicies } from "./helpers/config.js";
@@ -24,7 +24,7 @@ async function setup(options: { logRequests?: boolean; level?: string } = {}) {
   const stream = { write: (s: string) => lines.push(JSON.parse(s) as Line) };
   const store = new FakeStore();
   const clock = manualClock();
-  app = await buildApp({
+  app = await limiterApp({
     store,
     // failureThreshold 3, openMs 1000: the breaker's transitions are driven by the manual clock.
     config: testConfig({

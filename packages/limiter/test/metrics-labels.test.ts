@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { parsePolicies } from "@geoquota/config";
 import type { FastifyInstance } from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { ADMIN_TOKEN, manualClock, REGION_IDS, testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 
@@ -18,7 +18,7 @@ const metrics = async (a: FastifyInstance) => (await a.inject({ method: "GET", u
 
 describe("metric label cardinality", () => {
   it('collapses resources no policy names into resource="other"; a policy added later gets its own', async () => {
-    app = await buildApp({
+    app = await limiterApp({
       store: new FakeStore(),
       // One region: the admin PUT below applies in this process (issue 21).
       config: testConfig({ regions: [{ id: "us-east", gossip: "127.0.0.1:7301" }] }),
@@ -55,7 +55,7 @@ describe("per-key-class series (issue 22)", () => {
   };
 
   it("decisions count by key class (explicit tenants only, else default), resource and result", async () => {
-    app = await buildApp({ store: new FakeStore(), config: testConfig(), policies: testPolicies() });
+    app = await limiterApp({ store: new FakeStore(), config: testConfig(), policies: testPolicies() });
     const check = (tenant: string) =>
       app!.inject({ method: "POST", url: "/v1/check", payload: { tenant, resource: "payments_checkout" } });
     await check("cust_ent_9942");
@@ -76,7 +76,7 @@ describe("per-key-class series (issue 22)", () => {
   });
 
   it("a removed policy's share and decision series are gone at the next scrape", async () => {
-    app = await buildApp({ store: new FakeStore(), config: testConfig(), policies: testPolicies() });
+    app = await limiterApp({ store: new FakeStore(), config: testConfig(), policies: testPolicies() });
     for (const tenant of ["cust_ent_9942", "cust_free_1018"])
       await app.inject({
         method: "POST",

@@ -8,13 +8,13 @@ import { type RedisServer, startRedis } from "@geoquota/testkit";
 import type { FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { createRedisStore, initFreshRegion } from "@geoquota/redis";
 import type { RegionStore } from "@geoquota/core";
 import { CheckResponseSchema } from "../src/validation.js";
 import { ADMIN_TOKEN, manualClock, testConfig } from "./helpers/config.js";
 import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
-import { TIMING } from "../../redis/test/redis-helpers.js";
+import { TIMING } from "@geoquota/testkit";
 
 const REGION = "us-east";
 // Refill is negligible over a test, so admissions are counted exactly.
@@ -64,7 +64,7 @@ function spied(store: RegionStore): { store: RegionStore; calls: string[] } {
 async function regionApp(set: PolicySet | readonly PolicySet[] = policies()) {
   const { store, calls } = spied(createRedisStore({ redis, region: REGION, timing: TIMING }));
   const clock = manualClock();
-  const app = await buildApp({
+  const app = await limiterApp({
     store,
     config: testConfig({ region: REGION, regions: [{ id: REGION, gossip: "127.0.0.1:7301" }] }),
     policies: set,

@@ -16,7 +16,7 @@ import {
 } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Algorithm, KeyPolicy, Timing } from "@geoquota/core";
-import { policy } from "../../redis/test/redis-helpers.js";
+import { policy } from "@geoquota/testkit";
 
 const TIMING: Timing = { epsilonUs: 50_000, loanDurationUs: 3_000_000 };
 const HALF = 500_000;

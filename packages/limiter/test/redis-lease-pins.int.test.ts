@@ -17,7 +17,7 @@ import {
   type RedisRegionStore,
 } from "@geoquota/redis";
 import type { KeyPolicy, Timing } from "@geoquota/core";
-import { policy, sleep } from "../../redis/test/redis-helpers.js";
+import { policy, sleep } from "@geoquota/testkit";
 
 /** D = 3 s (leases may be as long), ε = 50 ms. */
 const TIMING: Timing = { epsilonUs: 50_000, loanDurationUs: 3_000_000 };

@@ -18,9 +18,9 @@ import {
 import type { FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { testConfig } from "./helpers/config.js";
-import { sleep, TIMING } from "../../redis/test/redis-helpers.js";
+import { sleep, TIMING } from "@geoquota/testkit";
 
 const RESOURCE = "api";
 const REGION = "us-east";
@@ -46,7 +46,7 @@ beforeAll(async () => {
   server = await startRedis();
   redis = server.client();
   await initFreshRegion(redis);
-  app = await buildApp({
+  app = await limiterApp({
     store: createRedisStore({ redis, region: REGION, timing: TIMING }),
     config: testConfig({ region: REGION, regions: [{ id: REGION, gossip: "127.0.0.1:7301" }] }),
     policies: policies(),

@@ -15,10 +15,10 @@ import {
 import type { FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
+import { limiterApp } from "./helpers/app.js";
 import { createRedisStore, initFreshRegion, markerKey, shardOf } from "@geoquota/redis";
 import { testConfig } from "./helpers/config.js";
-import { sleep, TIMING } from "../../redis/test/redis-helpers.js";
+import { sleep, TIMING } from "@geoquota/testkit";
 
 const RESOURCE = "api";
 const VICTIM = "victim";
@@ -42,7 +42,7 @@ function policiesFor(regionIds: string[]): PolicySet {
 
 /** A one-region app (its slice is the whole limit, so the oracle's bound is exact for it). */
 async function regionApp(region: string, patch: Record<string, unknown> = {}): Promise<FastifyInstance> {
-  const app = await buildApp({
+  const app = await limiterApp({
     store: createRedisStore({ redis, region, timing: TIMING }),
     config: testConfig({
       region,

@@ -2,7 +2,7 @@
 // paths that make no per-check Redis record (in-process leases) issue none.
 import { describe, expect, it } from "vitest";
 import { ReceiptSigner } from "../src/receipts.js";
-import { buildApp } from "./helpers/leased-mode.js";
+import { leasedApp } from "./helpers/leased-mode.js";
 
 const SECRET = "receipt-test-secret-0123456789";
 
@@ -61,7 +61,7 @@ describe("ReceiptSigner", () => {
 
 describe("refunds and the leased path", () => {
   it("a check served from an in-process lease has no receipt; one served by the store has", async () => {
-    const { app } = await buildApp();
+    const { app } = await leasedApp();
     const key = { tenant: "cust_ent_9942", resource: "payments_checkout" };
     const first = await app.inject({ method: "POST", url: "/v1/check", payload: key });
     // No lease held yet: the store decided (and the client started leasing in the background).
@@ -80,7 +80,7 @@ describe("refunds and the leased path", () => {
   });
 
   it("the window is the receipt's: past it, 410 even on a store that never lost state", async () => {
-    const { app, store } = await buildApp();
+    const { app, store } = await leasedApp();
     const key = { tenant: "cust_ent_9942", resource: "payments_checkout" };
     const receipt = (await app.inject({ method: "POST", url: "/v1/check", payload: key })).json()
       .refundReceipt;

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { hashKey, keyHashSecretOf } from "@geoquota/core";
 import { type RegionService, runRegion, startRegionService } from "../src/main.js";
 import { expectHeadersMatchBody } from "./helpers/rate-limit-fields.js";
-import { regionConfig } from "../../redis/test/redis-helpers.js";
+import { regionConfig } from "./helpers/config.js";
 
 const policies = parsePolicies(
   {

@@ -27,7 +27,7 @@ import {
 } from "@geoquota/testkit";
 import { afterEach, describe, expect, it } from "vitest";
 import { type RegionService, startRegionService } from "../src/main.js";
-import { sleep, TIMING } from "../../redis/test/redis-helpers.js";
+import { sleep, TIMING } from "@geoquota/testkit";
 
 const started: RedisServer[] = [];
 const proxies: ToxiproxyServer[] = [];

@@ -2,11 +2,9 @@
 // (redis-server, a Redis Cluster, Toxiproxy, any long-running child), started
 // on free loopback ports, tracked and stopped even on Ctrl-C. Used by the CLI
 // (`geoquota cluster`, demo, chaos, bench) and, through the test kit, by tests.
-// Also the process edge the limiter and the daemon share: binding a listener
-// without a port race (listen.ts) and the process metrics.
+// The process edge the limiter and the daemon share (listening, process
+// metrics) is @geoquota/edge.
 export { findBinary, repoRoot } from "./binaries.js";
-export { bindWithFallback, isAddressInUse, type ListenOptions, listenServer } from "./listen.js";
-export { collectProcessMetrics } from "./process-metrics.js";
 export {
   bindRetrying,
   candidatePort,

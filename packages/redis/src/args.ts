@@ -4,15 +4,45 @@ import { bucketVersion, type KeyLimit, type KeyPolicy, type Timing } from "@geoq
 import { RedisStoreError } from "./errors.js";
 import { assertName, dirtyKey, dirtyMember, drainGenKey, keyNames, markerKey, shardOf } from "./keys.js";
 
+/** The KEYS of every per-key script (specs.ts KEY_SCRIPT_KEYS), by name. */
+export type ScriptKeys = readonly [
+  inc: string,
+  dirty: string,
+  bucket: string,
+  counters: string,
+  loans: string,
+  leases: string,
+  log: string,
+  drainGen: string,
+];
+
+/** ARGV 2..12 of every per-key script (specs.ts POLICY_ARGV, lua/lib/core.lua read_policy), typed. */
+export type PolicyArgv = readonly [
+  algorithm: string,
+  capacity: string,
+  refillPerSecond: string,
+  windowUs: number,
+  baseShare: number,
+  floorShare: number,
+  policyVersion: string,
+  epsilonUs: number,
+  loanDurationUs: number,
+  ttlMs: number,
+  dirtyMember: string,
+];
+
+/** check.lua's KEYS and ARGV but the cost (which each call appends: `checkCost`). */
+export type CheckHead = readonly [...ScriptKeys, region: string, ...PolicyArgv];
+
 export interface KeyArgs {
   /** gq:{s<k>}:inc, gq:{s<k>}:dirty, P:b, P:c, P:l, P:k, P:z, gq:{s<k>}:dg (k = the tenant's shard) */
-  readonly keys: readonly string[];
+  readonly keys: ScriptKeys;
   /** The tenant's shard (keys.ts shardOf). */
   readonly shard: number;
   /** The five per-key names (compound check). */
   readonly itemKeys: readonly string[];
   /** ARGV 2..12 (after the region). */
-  readonly policyArgv: readonly (string | number)[];
+  readonly policyArgv: PolicyArgv;
   readonly ttlMs: number;
 }
 
@@ -69,8 +99,9 @@ function keyArgs(policy: KeyPolicy, timing: Timing, cache: WeakMap<KeyPolicy, Ke
   const item = keyNames(policy.tenant, policy.resource);
   const shard = shardOf(policy.tenant);
   const ttl = ttlMs(policy, timing);
+  const [bucket, counters, loans, leases, log] = item;
   const out: KeyArgs = {
-    keys: [markerKey(shard), dirtyKey(shard), ...item, drainGenKey(shard)],
+    keys: [markerKey(shard), dirtyKey(shard), bucket, counters, loans, leases, log, drainGenKey(shard)],
     shard,
     itemKeys: item,
     policyArgv: [
@@ -94,4 +125,15 @@ function keyArgs(policy: KeyPolicy, timing: Timing, cache: WeakMap<KeyPolicy, Ke
 
 export function assertCost(cost: number): void {
   if (!Number.isFinite(cost) || cost < 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `cost ${cost}`);
+}
+
+/** check.lua's head for one key: its KEYS, the region, the policy ARGV (joined once per policy). */
+export function checkHead(a: KeyArgs, region: string): CheckHead {
+  return [...a.keys, region, ...a.policyArgv];
+}
+
+/** check.lua's last argument (ARGV 13): a finite cost ≥ 0 (else GQ_ERR_BAD_ARGUMENT), as Lua reads it. */
+export function checkCost(cost: number): string {
+  assertCost(cost);
+  return String(cost);
 }

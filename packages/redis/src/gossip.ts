@@ -22,6 +22,13 @@ import type { LoanRefusal } from "./replies.js";
 import { type Certifier, createCertifier, type Ticket } from "./certificate.js";
 import { ensureIncarnation, shardNode } from "./replication.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
+import {
+  drainDirtyArgs,
+  loanGrantArgs,
+  loanMergeArgs,
+  loanReturnArgs,
+  loanReturnReceivedArgs,
+} from "./script-args.js";
 import { inspectKey, type KeyStateView } from "./store.js";
 
 export type GrantResult =
@@ -147,7 +154,8 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
   let drainStart = 0;
   // Standalone: every shard's feed in one script call (its keys need no common slot).
   const allFeedKeys = ALL_SHARDS.flatMap((k) => [dirtyKey(k), drainGenKey(k)]);
-  const drainAll = (max: number, first: number) => scripts.call("drainDirty", allFeedKeys, [max, first]);
+  const drainAll = (max: number, first: number) =>
+    scripts.run("drainDirty", drainDirtyArgs(allFeedKeys, max, first));
   // Cluster: a script may only touch one slot, so one SCARD per shard (on its
   // node) shares the budget and only the shards with members get a drain call.
   async function drainClusterShards(max: number, first: number) {
@@ -159,7 +167,7 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
       const n = Math.min(sizes[k] ?? 0, budget);
       if (n === 0) continue;
       budget -= n;
-      calls.push(scripts.call("drainDirty", [dirtyKey(k), drainGenKey(k)], [n, 0]));
+      calls.push(scripts.run("drainDirty", drainDirtyArgs([dirtyKey(k), drainGenKey(k)], n, 0)));
     }
     if (calls.length === 0) {
       const [sec, usec] = await shardNode(redis, 0).time();
@@ -190,13 +198,7 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
       }
       const a = args(policy);
       const ticket = certifier.ticket(a.shard);
-      const r = await scripts.call("loanGrant", a.keys, [
-        region,
-        ...a.policyArgv,
-        borrower,
-        units,
-        durationUs,
-      ]);
+      const r = await scripts.run("loanGrant", loanGrantArgs(a, region, borrower, units, durationUs));
       if (!r.ok) return r;
       const { durable } = await certifier.certify(ticket);
       const loan: LoanRecord = {
@@ -210,33 +212,24 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
     },
 
     async mergeRemote(policy, loans, counters) {
-      const a = args(policy);
-      const argv: (string | number)[] = [region, ...a.policyArgv];
       const mine = loans.filter((l) => l.borrower === region);
-      argv.push(mine.length);
-      for (const l of mine) {
-        assertName("lender", l.lender);
-        argv.push(l.lender, l.units, l.deadlineUs, l.seq);
-      }
+      for (const l of mine) assertName("lender", l.lender);
       const entries = Object.entries(counters).filter(([f, v]) => /^[pnd]\|/.test(f) && Number.isFinite(v));
-      argv.push(entries.length);
-      for (const [f, v] of entries) argv.push(f, String(v));
-      return scripts.call("loanMerge", a.keys, argv);
+      return scripts.run("loanMerge", loanMergeArgs(args(policy), region, mine, entries));
     },
 
     async returnLoan(policy, lender) {
       assertName("lender", lender);
       const a = args(policy);
       const ticket = certifier.ticket(a.shard);
-      const { seq, nowUs } = await scripts.call("loanReturn", a.keys, [region, ...a.policyArgv, lender]);
+      const { seq, nowUs } = await scripts.run("loanReturn", loanReturnArgs(a, region, lender));
       const durable = seq > 0 ? (await certifier.certify(ticket)).durable : true;
       return { seq, nowUs, durable };
     },
 
     async receiveReturn(policy, borrower, seq) {
       assertName("borrower", borrower);
-      const a = args(policy);
-      return scripts.call("loanReturnReceived", a.keys, [region, ...a.policyArgv, borrower, seq]);
+      return scripts.run("loanReturnReceived", loanReturnReceivedArgs(args(policy), region, borrower, seq));
     },
 
     async drainDirty(max) {

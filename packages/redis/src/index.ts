@@ -5,7 +5,17 @@
 // the limiter runs on (store.ts) and the daemon's loan and change-feed
 // functions (gossip.ts).
 export { type CounterSets, counterFieldsOf, counterSetsOf } from "./counter-fields.js";
-export { type KeyArgs, keyArgsBuilder, keyLimit, ttlMs } from "./args.js";
+export {
+  type CheckHead,
+  checkCost,
+  checkHead,
+  type KeyArgs,
+  keyArgsBuilder,
+  keyLimit,
+  type PolicyArgv,
+  type ScriptKeys,
+  ttlMs,
+} from "./args.js";
 export {
   type Certifier,
   createCertifier,
@@ -36,6 +46,7 @@ export {
   shardOf,
   shardSlot,
   shardTag,
+  WAKE_CHANNEL,
 } from "./keys.js";
 export {
   checkPrimary,
@@ -85,6 +96,28 @@ export type {
 } from "./replies.js";
 export { assertBatching, type CheckBatching, MAX_BATCH_CHECKS, MAX_BATCH_WAIT_US } from "./batch.js";
 export { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
+export {
+  assignReserveArgs,
+  assignUsageArgs,
+  checkCompoundArgs,
+  type CompoundItemArgs,
+  drainDirtyArgs,
+  type KeyHeadArgv,
+  keyHeadArgs,
+  leaseAcquireArgs,
+  leaseReleaseArgs,
+  type LeaseReleaseArgv,
+  loanGrantArgs,
+  loanMergeArgs,
+  type LoanMergeLoanArgv,
+  loanReturnArgs,
+  loanReturnReceivedArgs,
+  refundArgs,
+  regionInitArgs,
+  type ScriptArgs,
+  type ScriptCall,
+  type TypedScriptName,
+} from "./script-args.js";
 export {
   createRedisStore,
   type KeyStateView,

@@ -13,6 +13,12 @@ export function isCluster(redis: RedisClient): redis is Cluster {
   return (redis as { isCluster?: boolean }).isCluster === true;
 }
 
+/**
+ * Pub/sub channel on which a region's limiters wake its gossip daemon (RegionStore.wake): one per
+ * region's Redis, nothing stored. In a Redis Cluster a PUBLISH reaches every node's subscribers.
+ */
+export const WAKE_CHANNEL = "gq:wake";
+
 /** Number of shards (hash tags) the global keys are split into. Fixed: changing it moves every key. */
 export const SHARDS = 256;
 

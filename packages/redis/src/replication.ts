@@ -32,6 +32,7 @@ import type { Redis } from "ioredis";
 import { RedisStoreError } from "./errors.js";
 import { ALL_SHARDS, isCluster, markerKey, type RedisClient, replidKey, shardSlot } from "./keys.js";
 import { bindScripts } from "./scripts.js";
+import { regionInitArgs } from "./script-args.js";
 
 export interface ReplicationInfo {
   readonly replid: string;
@@ -89,7 +90,10 @@ async function regionInit(
   replid: string,
   freshId = "",
 ): Promise<ShardResult> {
-  return bindScripts(redis).call("regionInit", [markerKey(shard), replidKey(shard)], [mode, replid, freshId]);
+  return bindScripts(redis).run(
+    "regionInit",
+    regionInitArgs(markerKey(shard), replidKey(shard), mode, replid, freshId),
+  );
 }
 
 async function everyShard(

@@ -53,6 +53,24 @@ export interface LeaseAcquireReply {
   readonly returned: readonly number[];
 }
 
+/** assign_reserve.lua (RLQS): what was reserved; burst 0, rate 0, ttl 0 when nothing was. */
+export interface AssignReserveReply {
+  readonly burst: number;
+  /** Tokens per second. */
+  readonly rate: number;
+  /** The TTL to send: the reservation ends at expiryUs = nowUs + ttlUs + the delivery margin. */
+  readonly ttlUs: number;
+  readonly expiryUs: number;
+  readonly nowUs: number;
+  /** The region's share of the key (ppm) before the reservation: its bucket's plus assignments'. */
+  readonly shareUnits: number;
+}
+
+/** assign_usage.lua (RLQS): the report was counted at nowUs. */
+export interface AssignUsageReply {
+  readonly nowUs: number;
+}
+
 /** lease_release.lua. */
 export interface LeaseReleaseReply {
   readonly returned: number;
@@ -141,6 +159,8 @@ export interface ScriptReplies {
   readonly checkBatch: readonly CheckReply[];
   readonly leaseAcquire: LeaseAcquireReply;
   readonly leaseRelease: LeaseReleaseReply;
+  readonly assignReserve: AssignReserveReply;
+  readonly assignUsage: AssignUsageReply;
   readonly loanGrant: LoanGrantReply;
   readonly loanMerge: LoanMergeReply;
   readonly loanReturn: LoanReturnReply;
@@ -213,6 +233,15 @@ export const DECODERS: { readonly [N in ScriptName]: (r: readonly unknown[]) => 
     returned: r.slice(3).map((v) => num(v, "returned")),
   }),
   leaseRelease: (r) => ({ returned: num(r[0], "returned"), nowUs: num(r[1], "now") }),
+  assignReserve: (r) => ({
+    burst: num(r[0], "burst"),
+    rate: num(r[1], "rate"),
+    ttlUs: num(r[2], "ttl"),
+    expiryUs: num(r[3], "expiry"),
+    nowUs: num(r[4], "now"),
+    shareUnits: num(r[5], "share"),
+  }),
+  assignUsage: (r) => ({ nowUs: num(r[0], "now") }),
   loanGrant: (r) => {
     const nowUs = num(r[5], "now");
     if (num(r[0], "ok") === 1) {

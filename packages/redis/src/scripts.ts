@@ -7,6 +7,7 @@ import { RedisStoreError } from "./errors.js";
 import { parseHeader } from "./header.js";
 import type { RedisClient } from "./keys.js";
 import { DECODERS, type ScriptReplies } from "./replies.js";
+import type { ScriptArgs, TypedScriptName } from "./script-args.js";
 import { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
 
 /**
@@ -217,9 +218,14 @@ export class ScriptCaller {
     };
   }
 
+  /** Runs a script with arguments from its typed builder (script-args.ts): the source's way in. */
+  run<N extends TypedScriptName>(name: N, args: ScriptArgs[N]): Promise<ScriptReplies[N]> {
+    return this.call(name, args.keys, args.argv);
+  }
+
   /**
-   * Runs a script; `keys` and `argv` must match its spec (the header) in
-   * length. The reply comes back decoded into the script's interface
+   * Runs a script from raw arrays (tests that feed a script raw input; `run` is the typed
+   * form); `keys` and `argv` must match its spec (the header) in length. The reply comes back decoded into the script's interface
    * (replies.ts).
    */
   async call<N extends ScriptName>(

@@ -3,6 +3,8 @@
 import { type CounterSets, counterSetsOf } from "./counter-fields.js";
 import { randomBytes } from "node:crypto";
 import {
+  type AssignmentAsk,
+  type AssignmentGrant,
   type CompoundCheckItem,
   type CompoundDecision,
   type Decision,
@@ -18,13 +20,29 @@ import {
   SHARE_UNITS,
   type Timing,
 } from "@geoquota/core";
-import { assertCost, type KeyArgs, keyArgsBuilder } from "./args.js";
+import {
+  assertCost,
+  type CheckHead,
+  checkCost,
+  checkHead as buildCheckHead,
+  type KeyArgs,
+  keyArgsBuilder,
+} from "./args.js";
 import { parseLoan } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
-import { assertName, isCluster, type RedisClient, refundedReceiptsKey } from "./keys.js";
+import { assertName, isCluster, type RedisClient, refundedReceiptsKey, WAKE_CHANNEL } from "./keys.js";
 import type { DecisionReply, InspectReply } from "./replies.js";
 import { type Certifier, createCertifier, type Ticket } from "./certificate.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
+import {
+  assignReserveArgs,
+  assignUsageArgs,
+  checkCompoundArgs,
+  keyHeadArgs,
+  leaseAcquireArgs,
+  leaseReleaseArgs,
+  refundArgs,
+} from "./script-args.js";
 import { type CheckBatching, createCheckBatcher } from "./batch.js";
 
 export interface RedisStoreOptions {
@@ -110,6 +128,10 @@ export interface RedisRegionStore extends RegionStore {
     tokens: number,
     durationMs: number,
   ): Promise<{ lease: Lease; returned: number[] }>;
+  /** lua/assign_reserve.lua (RLQS, token bucket only). */
+  reserveAssignment(policy: KeyPolicy, ask: AssignmentAsk): Promise<AssignmentGrant>;
+  /** lua/assign_usage.lua (RLQS, token bucket only). */
+  countUsage(policy: KeyPolicy, allowed: number, denied: number): Promise<void>;
   /** Returns what went back to the bucket (0 after expiry). */
   releaseLeaseDetailed(
     policy: KeyPolicy,
@@ -119,6 +141,8 @@ export interface RedisRegionStore extends RegionStore {
 }
 
 const MAX_LEASE_TOKENS = 1_000_000;
+/** An assignment's id (and the one it supersedes): `q|<id>` in P:k. */
+const ASSIGNMENT_ID = /^[0-9A-Za-z_.-]{1,64}$/;
 
 /** lua/refund.lua's refusal statuses. */
 const REFUND_REFUSALS: Readonly<Record<number, RefundRefusal>> = {
@@ -213,23 +237,23 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
   // check's KEYS + region + policy ARGV, joined once per policy object (the limiter keeps one
   // object per key and policy version), arity checked then; each call appends the cost.
   const checkCall = scripts.prepare("check", 1);
-  const checkHeads = new WeakMap<KeyPolicy, { head: readonly (string | number)[]; shard: number }>();
+  const checkHeads = new WeakMap<KeyPolicy, { head: CheckHead; shard: number }>();
   const checkHead = (policy: KeyPolicy) => {
     let h = checkHeads.get(policy);
     if (h === undefined) {
       const a = args(policy);
       checkCall.checkHead(a.keys.length, 1 + a.policyArgv.length);
-      h = { head: [...a.keys, region, ...a.policyArgv], shard: a.shard };
+      h = { head: buildCheckHead(a, region), shard: a.shard };
       checkHeads.set(policy, h);
     }
     return h;
   };
 
   const checkOne = async (policy: KeyPolicy, cost: number): Promise<StoreDecision> => {
-    assertCost(cost);
+    const c = checkCost(cost);
     const a = checkHead(policy);
     const ticket = gate?.issue(a.shard);
-    const r = await checkCall.call(a.head, String(cost));
+    const r = await checkCall.call(a.head, c);
     if (ticket !== undefined && r.allowed) await gate?.settle("check", ticket);
     return toDecision(policy, r, r.nowUs, cost);
   };
@@ -272,21 +296,13 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     }
     const a = args(policy);
     const leaseId = randomBytes(8).toString("hex");
-    const argv: (string | number)[] = [
-      region,
-      ...a.policyArgv,
-      leaseId,
-      tokens,
-      Math.floor(durationMs * 1000),
-      releases.length,
-    ];
     for (const rel of releases) {
       if (!Number.isFinite(rel.used) || rel.used < 0)
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `used ${rel.used}`);
-      argv.push(rel.leaseId, String(rel.used));
     }
+    const call = leaseAcquireArgs(a, region, leaseId, tokens, Math.floor(durationMs * 1000), releases);
     const ticket = gate?.issue(a.shard);
-    const r = await scripts.call("leaseAcquire", a.keys, argv);
+    const r = await scripts.run("leaseAcquire", call);
     // Granted tokens are spent without asking Redis again: durable first.
     if (ticket !== undefined && r.granted > 0) await gate?.settle("leaseAcquire", ticket);
     if (r.returned.length !== releases.length) {
@@ -309,10 +325,8 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       if (!ok || !Number.isSafeInteger(expiresUs)) {
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `refund receipt ${JSON.stringify(receipt)}`);
       }
-      const a = args(policy);
-      const keys = [...a.keys, refundedReceiptsKey(policy.tenant, policy.resource)];
-      const argv = [region, ...a.policyArgv, String(cost), id, admittedUs, expiresUs];
-      const r = await scripts.call("refund", keys, argv);
+      const refunded = refundedReceiptsKey(policy.tenant, policy.resource);
+      const r = await scripts.run("refund", refundArgs(args(policy), region, refunded, cost, receipt));
       const { status, nowUs } = r;
       if (status !== 1) {
         const reason = REFUND_REFUSALS[status];
@@ -327,10 +341,8 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
 
     async checkCompound(items) {
       const seen = new Set<string>();
-      const keys: string[] = [];
       let firstShard = -1;
-      const argv: (string | number)[] = [region, items.length];
-      for (const it of items) {
+      const itemArgs = items.map((it) => {
         assertCost(it.cost);
         const a = args(it.policy);
         const id = `${it.policy.tenant}\u0000${it.policy.resource}`;
@@ -343,19 +355,12 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
           );
         }
         if (firstShard < 0) firstShard = a.shard;
-        keys.push(...a.keys);
-        argv.push(...a.policyArgv, String(it.cost));
-      }
+        return { args: a, cost: it.cost, need: it.need };
+      });
       if (items.length === 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", "empty compound check");
-      // Needs (check-only items) follow the items; absent, every item needs its cost.
-      if (items.some((it) => it.need !== undefined)) {
-        for (const it of items) {
-          if (it.need !== undefined) assertCost(it.need);
-          argv.push(String(it.need ?? it.cost));
-        }
-      }
+      for (const it of items) if (it.need !== undefined) assertCost(it.need);
       const ticket = gate?.issue(firstShard);
-      const r = await scripts.call("checkCompound", keys, argv);
+      const r = await scripts.run("checkCompound", checkCompoundArgs(region, itemArgs));
       const { nowUs } = r;
       if (ticket !== undefined && r.allowed) await gate?.settle("checkCompound", ticket);
       if (r.parts.length !== items.length) {
@@ -377,12 +382,55 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     async releaseLeaseDetailed(policy, leaseId, used) {
       if (!Number.isFinite(used) || used < 0)
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `used ${used}`);
-      const a = args(policy);
-      return scripts.call("leaseRelease", a.keys, [region, ...a.policyArgv, leaseId, String(used)]);
+      return scripts.run("leaseRelease", leaseReleaseArgs(args(policy), region, leaseId, used));
     },
 
     async releaseLease(policy, leaseId, used) {
       await this.releaseLeaseDetailed(policy, leaseId, used);
+    },
+
+    async reserveAssignment(policy, ask) {
+      if (policy.limit.algorithm !== "token_bucket") {
+        throw new RedisStoreError("GQ_ERR_LEASE_ALGORITHM", policy.limit.algorithm);
+      }
+      const ok =
+        ASSIGNMENT_ID.test(ask.id) &&
+        (ask.supersedes === undefined || ASSIGNMENT_ID.test(ask.supersedes)) &&
+        Number.isSafeInteger(ask.burst) &&
+        ask.burst >= 0 &&
+        Number.isFinite(ask.rate) &&
+        ask.rate >= 0 &&
+        Number.isSafeInteger(ask.ttlUs) &&
+        ask.ttlUs > 0 &&
+        Number.isSafeInteger(ask.marginUs) &&
+        ask.marginUs >= 0;
+      if (!ok) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `assignment ${JSON.stringify(ask)}`);
+      const a = args(policy);
+      const call = assignReserveArgs(
+        a,
+        region,
+        ask.id,
+        ask.burst,
+        ask.rate,
+        ask.ttlUs,
+        ask.marginUs,
+        ask.supersedes ?? "",
+      );
+      const ticket = gate?.issue(a.shard);
+      const r = await scripts.run("assignReserve", call);
+      // The proxy spends a reservation without asking again: durable before it is sent.
+      if (ticket !== undefined && r.ttlUs > 0) await gate?.settle("assignReserve", ticket);
+      return r;
+    },
+
+    async countUsage(policy, allowed, denied) {
+      if (policy.limit.algorithm !== "token_bucket") {
+        throw new RedisStoreError("GQ_ERR_LEASE_ALGORITHM", policy.limit.algorithm);
+      }
+      for (const n of [allowed, denied]) {
+        if (!Number.isSafeInteger(n) || n < 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `usage ${n}`);
+      }
+      await scripts.run("assignUsage", assignUsageArgs(args(policy), region, allowed, denied));
     },
 
     async inspect(policy): Promise<QuotaView> {
@@ -401,9 +449,14 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     },
 
     async reset(policy): Promise<ResetOutcome> {
-      const a = args(policy);
-      const r = await scripts.call("reset", a.keys, [region, ...a.policyArgv]);
+      const r = await scripts.run("reset", keyHeadArgs(args(policy), region));
       return { before: r.before, after: r.after, share: r.share, nowUs: r.nowUs };
+    },
+
+    wake() {
+      // One PUBLISH on the connection the checks use; nothing waits for it, and an error (the
+      // connection's own, reported there) only leaves the daemon's timer round.
+      redis.publish(WAKE_CHANNEL, region).catch(() => {});
     },
 
     async close() {
@@ -434,12 +487,12 @@ export interface KeyStateView {
   readonly loansIn: LoanRecord[];
   /** Highest returned seq per lender (`r|`). */
   readonly returned: Record<string, number>;
-  /** In-process leases by id. */
-  readonly leases: Record<string, { tokens: number; expiryUs: number }>;
+  /** In-process leases and RLQS assignments (`q|…`, which also hold `shareUnits`) by id. */
+  readonly leases: Record<string, { tokens: number; expiryUs: number; shareUnits?: number }>;
 }
 
 export async function inspectKey(scripts: ScriptCaller, a: KeyArgs, region: string): Promise<KeyStateView> {
-  const r: InspectReply = await scripts.call("inspect", a.keys, [region, ...a.policyArgv]);
+  const r: InspectReply = await scripts.run("inspect", keyHeadArgs(a, region));
   const counterFields: Record<string, number> = {};
   for (const [f, v] of r.counters) counterFields[f] = Number(v);
   const counters = counterSetsOf(Object.entries(counterFields));
@@ -455,10 +508,15 @@ export async function inspectKey(scripts: ScriptCaller, a: KeyArgs, region: stri
     else if (f.startsWith("i|")) loansIn.push({ lender: who, borrower: region, ...parseLoan(v) });
     else if (f.startsWith("r|")) returned[who] = Number(v);
   }
-  const leases: Record<string, { tokens: number; expiryUs: number }> = {};
+  const leases: Record<string, { tokens: number; expiryUs: number; shareUnits?: number }> = {};
   for (const [id, v] of r.leases) {
-    const [t, e] = v.split(":");
-    leases[id] = { tokens: Number(t), expiryUs: Number(e) };
+    // A lease is `g:e`; an assignment `g:e:q[:b]` (lua/lib/book.lua).
+    const [t, e, q] = v.split(":");
+    leases[id] = {
+      tokens: Number(t),
+      expiryUs: Number(e),
+      ...(q !== undefined ? { shareUnits: Number(q) } : {}),
+    };
   }
   return {
     nowUs: r.nowUs,

@@ -3,7 +3,9 @@
 // sequences: checks (every algorithm, compound), refunds (of real admissions,
 // early and late: after the bucket refilled, across share changes and windows;
 // and of a receipt from the future), lease acquire (with
-// releases) and release, loan grant/renew, merge (late and duplicated copies
+// releases) and release, RLQS quota assignments (assign_reserve.lua: reserved
+// until TTL + margin, cut to the schedule, never released, lent or returned
+// underneath), loan grant/renew, merge (late and duplicated copies
 // too), early return and the lender receiving it, lapses (loans of a few ms),
 // recovery (marker deleted, FLUSHALL, incarnation rotated), policy changes
 // (C, r, base, floor; the algorithm stays) and read-only inspects.
@@ -69,6 +71,8 @@ interface Region {
   leaseIds: string[];
   /** Admissions of "api" made here (Redis TIME, cost): what refunds name. */
   admitted: { us: number; cost: number }[];
+  /** Assignment ids reserved here (what a renewal supersedes). */
+  assignIds: string[];
 }
 
 let servers: RedisServer[] = [];
@@ -109,6 +113,19 @@ type Op =
   | { k: "refund"; r: Reg; cost: number; back?: number }
   | { k: "acquire"; r: Reg; tokens: number; durMs: number; releases: number; usedPct: number }
   | { k: "release"; r: Reg; pick: number; usedPct: number }
+  /**
+   * RLQS: reserve an assignment (burst, rate tokens/s, TTL and delivery margin in ms); `sup`: it
+   * supersedes this region's assignment `sup` places before its latest (absent: a fresh one).
+   */
+  | {
+      k: "assign";
+      r: Reg;
+      burst: number;
+      rate: number;
+      ttlMs: number;
+      marginMs: number;
+      sup?: number | undefined;
+    }
   /** `aboveFloor`: units = base − floor + units (what the lender may lend from its base, ± a margin). */
   | { k: "grant"; r: Reg; units: number; durMs: number; aboveFloor?: true }
   | { k: "deliver"; pick: number; keep: boolean }
@@ -180,6 +197,18 @@ const opArb = (rate: boolean): fc.Arbitrary<Op> => {
       }),
     },
     {
+      weight: 3,
+      arbitrary: fc.record({
+        k: fc.constant("assign" as const),
+        r: reg,
+        burst: fc.integer({ min: 0, max: 30 }),
+        rate: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 400 }), fc.constantFrom(0.5, 12.25)),
+        ttlMs: fc.integer({ min: 5, max: 90 }),
+        marginMs: fc.integer({ min: 0, max: 10 }),
+        sup: fc.option(fc.nat({ max: 2 }), { nil: undefined, freq: 2 }),
+      }),
+    },
+    {
       weight: 2,
       arbitrary: fc.record({
         k: fc.constant("release" as const),
@@ -198,8 +227,9 @@ const opArb = (rate: boolean): fc.Arbitrary<Op> => {
  * deadline + ε), a loan used by the borrower with a lease on top (deadline −
  * ε, lease expiry), two leases with different expiries; then a wait past the
  * changes and a check. Also: a borrower lending back (trap 3), an early
- * return and its receipt (trap 12), and a recovery probed every few ms until
- * past its end (trap 4).
+ * return and its receipt (trap 12), a recovery probed every few ms until
+ * past its end (trap 4), a lease released after it expired (§7) and a rate
+ * change on a bucket that is not full (§3, the level carried at the old rate).
  */
 const macroArb = (rate: boolean, leases: boolean, withRefunds: boolean): fc.Arbitrary<Op[]> => {
   // ≤ 160,000 ppm: every base (≥ 200,000) minus the floor can lend it.
@@ -232,21 +262,81 @@ const macroArb = (rate: boolean, leases: boolean, withRefunds: boolean): fc.Arbi
   // must end at the drop (leases pin share, DESIGN §3). The bucket is first filled to its base
   // capacity, then refills on the loan, so the big lease takes more than the base backs; the small
   // one before it is still outstanding at the drop (the check subtracts it).
+  // Region r on a loan of u from the other region, its bucket at base capacity `fill` ms before.
+  const onLoan = (r: Reg, u: number, fill: number): Op[] => [
+    { k: "wait", ms: 300 },
+    { k: "grant", r: other(r), units: u, durMs: 80 },
+    { k: "deliver", pick: -1, keep: false },
+    { k: "wait", ms: fill },
+  ];
+  const onLoanArb = {
+    r: reg,
+    u: fc.integer({ min: 10, max: 16 }).map((x) => x * 10_000),
+    fill: fc.integer({ min: 10, max: 50 }),
+  };
   const leaseOverDrop = fc
-    .record({
-      r: reg,
-      u: fc.integer({ min: 10, max: 16 }).map((x) => x * 10_000),
-      t1: fc.integer({ min: 4, max: 20 }),
-      fill: fc.integer({ min: 10, max: 50 }),
-    })
+    .record({ ...onLoanArb, t1: fc.integer({ min: 4, max: 20 }) })
     .map(({ r, u, t1, fill }): Op[] => [
-      { k: "wait", ms: 300 },
-      { k: "grant", r: other(r), units: u, durMs: 80 },
-      { k: "deliver", pick: -1, keep: false },
-      { k: "wait", ms: fill },
+      ...onLoan(r, u, fill),
       { k: "acquire", r, tokens: t1, durMs: 80, releases: 0, usedPct: 0 },
       { k: "acquire", r, tokens: 1000, durMs: 80, releases: 0, usedPct: 0 },
       { k: "wait", ms: 100 },
+      { k: "check", r, cost: 1 },
+    ]);
+  // RLQS (DESIGN §11): an assignment drawn on borrowed share whose TTL + margin lies past the
+  // loan's deadline − ε must end at the drop; then the lender of the share under an assignment
+  // lends all it may (refused or smaller: the assignment's share is pinned), and the borrower
+  // returns early (likewise); a release names the assignment (never released).
+  const assignOverDrop = fc
+    .record({ ...onLoanArb, rate: fc.integer({ min: 50, max: 600 }), burst: fc.integer({ min: 1, max: 40 }) })
+    .map(({ r, u, rate, burst, fill }): Op[] => [
+      ...onLoan(r, u, fill),
+      { k: "assign", r, burst, rate, ttlMs: 90, marginMs: 5 },
+      { k: "grant", r, units: 0, durMs: 40, aboveFloor: true },
+      { k: "return", r },
+      { k: "release", r, pick: -1, usedPct: 0 },
+      { k: "wait", ms: 30 },
+      { k: "check", r, cost: 1 },
+      { k: "wait", ms: 100 },
+      { k: "check", r, cost: 1 },
+    ]);
+  // RLQS renewals (DESIGN §11): an assignment, then one superseding it while it is live (a bigger
+  // or a smaller rate, a burst that may not fit beside the old one's): the old record's share moves,
+  // its leased tokens grow to back its burst; then a check, a lease and a loan must see both bursts
+  // and the larger rate held, and again once the old one expired.
+  const renewal = fc
+    .record({
+      r: reg,
+      r1: fc.integer({ min: 20, max: 300 }),
+      r2: fc.integer({ min: 20, max: 400 }),
+      b1: fc.integer({ min: 0, max: 40 }),
+      b2: fc.integer({ min: 0, max: 60 }),
+      w: fc.integer({ min: 5, max: 30 }),
+      t: fc.integer({ min: 1, max: 30 }),
+    })
+    .map(({ r, r1, r2, b1, b2, w, t }): Op[] => [
+      { k: "wait", ms: 300 },
+      { k: "assign", r, burst: b1, rate: r1, ttlMs: 40, marginMs: 5 },
+      { k: "wait", ms: w },
+      { k: "assign", r, burst: b2, rate: r2, ttlMs: 60, marginMs: 5, sup: 0 },
+      { k: "check", r, cost: 1 },
+      { k: "acquire", r, tokens: t, durMs: 20, releases: 0, usedPct: 0 },
+      { k: "grant", r, units: 0, durMs: 30, aboveFloor: true },
+      { k: "wait", ms: 50 - w },
+      { k: "check", r, cost: 1 },
+      { k: "assign", r, burst: b1, rate: r2, ttlMs: 30, marginMs: 5, sup: 0 },
+    ]);
+  // An ask beyond what is free is fitted, not refused (rate first, then the burst beside it), here
+  // on borrowed share whose drop (deadline − ε) falls inside the margin: sized to it, not cut.
+  const fitOverDrop = fc
+    .record({ ...onLoanArb, marginMs: fc.constantFrom(5, 70), burst: fc.integer({ min: 20, max: 400 }) })
+    .map(({ r, u, fill, marginMs, burst }): Op[] => [
+      ...onLoan(r, u, fill),
+      { k: "acquire", r, tokens: 5, durMs: 80, releases: 0, usedPct: 0 },
+      { k: "assign", r, burst, rate: 5000, ttlMs: 90, marginMs },
+      { k: "check", r, cost: 1 },
+      { k: "assign", r, burst, rate: 5000, ttlMs: 90, marginMs: 5 },
+      { k: "wait", ms: 90 },
       { k: "check", r, cost: 1 },
     ]);
   const twoLeases = fc
@@ -324,6 +414,35 @@ const macroArb = (rate: boolean, leases: boolean, withRefunds: boolean): fc.Arbi
       { k: "check", r, cost },
       { k: "refund", r, cost: c1, back },
     ]);
+  // A lease released after it expired (DESIGN §7: an expired lease counts as used): nothing comes
+  // back. The bucket refills first so the lease is granted tokens.
+  const expiredRelease = fc
+    .record({ r: reg, t: fc.integer({ min: 3, max: 10 }), d: fc.integer({ min: 5, max: 20 }), late: extra })
+    .map(({ r, t, d, late }): Op[] => [
+      { k: "wait", ms: 300 },
+      { k: "acquire", r, tokens: t, durMs: d, releases: 0, usedPct: 0 },
+      { k: "wait", ms: d + 1 + late },
+      { k: "release", r, pick: -1, usedPct: 0 },
+      { k: "check", r, cost: 1 },
+    ]);
+  // A rate change on a bucket that is not full (DESIGN §3): the carried level is settled to the
+  // change at the old policy's C and r, only then refilled at the new rate.
+  const rateChange = fc
+    .record({
+      r: reg,
+      rates: fc.constantFrom<[number, number]>([200, 800], [800, 200], [400, 800], [800, 400]),
+      n: fc.integer({ min: 3, max: 6 }),
+      w: fc.integer({ min: 5, max: 30 }),
+    })
+    .map(({ r, rates: [r1, r2], n, w }): Op[] => [
+      { k: "policy", r: "both", capacity: 100, refill: r1, base: 500_000, floor: 0 },
+      { k: "wait", ms: 300 },
+      ...Array.from({ length: n }, (): Op => ({ k: "check", r, cost: 8 })),
+      { k: "wait", ms: w },
+      { k: "policy", r: "both", capacity: 100, refill: r2, base: 500_000, floor: 0 },
+      { k: "wait", ms: w },
+      { k: "check", r, cost: 1 },
+    ]);
   if (withRefunds) return rate ? fc.oneof(refunds, stair, borrowed) : fc.oneof(refunds, stair);
   if (!rate) return fc.oneof(stair, recoveryProbe);
   const common = [
@@ -334,8 +453,17 @@ const macroArb = (rate: boolean, leases: boolean, withRefunds: boolean): fc.Arbi
     { weight: 1, arbitrary: recoveryProbe },
   ];
   return leases
-    ? fc.oneof(...common, { weight: 2, arbitrary: twoLeases }, { weight: 2, arbitrary: leaseOverDrop })
-    : fc.oneof(...common);
+    ? fc.oneof(
+        ...common,
+        { weight: 2, arbitrary: twoLeases },
+        { weight: 2, arbitrary: leaseOverDrop },
+        { weight: 2, arbitrary: assignOverDrop },
+        { weight: 2, arbitrary: renewal },
+        { weight: 2, arbitrary: fitOverDrop },
+        { weight: 2, arbitrary: expiredRelease },
+        { weight: 2, arbitrary: rateChange },
+      )
+    : fc.oneof(...common, { weight: 2, arbitrary: rateChange });
 };
 
 /** `withRefunds`: the refund mix (early and late refunds between the random ops). */
@@ -443,7 +571,11 @@ function modelDump(key: lease.KeyState, limit: lease.KeyLimit): KeyDump {
   for (const [who, e] of book.received) dump.l[`i|${who}`] = loan(e);
   for (const [who, s] of book.returned) dump.l[`r|${who}`] = s;
   if (book.lastSeq !== 0) dump.l.sq = book.lastSeq;
-  for (const [id, h] of key.leases) dump.k[id] = [h.tokens, h.expiryUs];
+  for (const [id, h] of key.leases)
+    dump.k[id] =
+      h.shareUnits === undefined
+        ? [h.tokens, h.expiryUs]
+        : [h.tokens, h.expiryUs, h.shareUnits, ...(h.burst === undefined ? [] : [h.burst])];
   dump.z = [...key.log]
     .sort((x, y) => x.scoreUs - y.scoreUs || (x.member < y.member ? -1 : x.member > y.member ? 1 : 0))
     .map((e) => [e.member, e.scoreUs]);
@@ -476,6 +608,12 @@ export interface PieceStats {
   distinguishing: number;
   /** Refunds of a real admission that gave back less than "fresh capacity" would (DESIGN §7). */
   refundsBelowFresh: number;
+  /** RLQS assignments reserved, and of them cut short of TTL + margin by the share schedule. */
+  assigns?: number;
+  assignsCut?: number;
+  /** …reserved smaller than asked (fitted), and superseding a live one (its share moved). */
+  assignsFitted?: number;
+  assignsSuperseding?: number;
 }
 
 /** Inspects the settle an op at `nowUs` will do on `key`'s stored bucket (before the op). */
@@ -579,6 +717,7 @@ async function runSequence(
       ]),
       leaseIds: [],
       admitted: [],
+      assignIds: [],
     };
   }
   const loans: Msg[] = [];
@@ -763,9 +902,61 @@ async function runSequence(
         ]);
         break;
       }
+      case "assign": {
+        leaseN += 1;
+        const id = `${g.name}${leaseN}`;
+        // A release may name it (`q|` + id in P:k): it must stay reserved.
+        g.leaseIds.push(`q|${id}`);
+        const ids = g.assignIds;
+        const sup =
+          op.sup === undefined || ids.length === 0
+            ? ""
+            : (ids[ids.length - 1 - (op.sup % ids.length)] as string);
+        ids.push(id);
+        const ttlUs = op.ttlMs * 1000;
+        const marginUs = op.marginMs * 1000;
+        const rr = await g.scripts.call("assignReserve", a.keys, [
+          g.name,
+          ...a.policyArgv,
+          id,
+          op.burst,
+          String(op.rate),
+          ttlUs,
+          marginUs,
+          sup,
+        ]);
+        const now = rr.nowUs;
+        notePieces(stats, key, limit, g.model.marker, now);
+        const oldShare = key.leases.get(`q|${sup}`)?.shareUnits;
+        const want = lease.reserveAssignment(
+          g.model,
+          key,
+          limit,
+          TIMING,
+          id,
+          op.burst,
+          op.rate,
+          ttlUs,
+          marginUs,
+          now,
+          sup,
+        );
+        expect(rr, step).toEqual(want);
+        if (want.ttlUs > 0) {
+          stats.assigns = (stats.assigns ?? 0) + 1;
+          if (want.expiryUs < now + Math.min(ttlUs + marginUs, TIMING.loanDurationUs))
+            stats.assignsCut = (stats.assignsCut ?? 0) + 1;
+          if (want.burst < op.burst || want.rate < op.rate)
+            stats.assignsFitted = (stats.assignsFitted ?? 0) + 1;
+          const moved = key.leases.get(`q|${sup}`)?.shareUnits;
+          if (oldShare !== undefined && moved !== undefined && moved < oldShare)
+            stats.assignsSuperseding = (stats.assignsSuperseding ?? 0) + 1;
+        }
+        break;
+      }
       case "release": {
         if (g.leaseIds.length === 0) continue;
-        const id = g.leaseIds[op.pick % g.leaseIds.length] as string;
+        const id = g.leaseIds[(op.pick < 0 ? g.leaseIds.length - 1 : op.pick) % g.leaseIds.length] as string;
         const h = key.leases.get(id);
         const used = h === undefined ? 1 : (h.tokens * op.usedPct) / 100;
         const rr = await g.scripts.call("leaseRelease", a.keys, [g.name, ...a.policyArgv, id, String(used)]);
@@ -946,7 +1137,12 @@ describe("every script = the model, step by step (two regions, real Redis)", () 
     const rate = algorithm === "token_bucket" || algorithm === "gcra";
     const property = (name: string, withRefunds: boolean, runs: number, seedOffset: number) =>
       it(`${algorithm}: ${name}`, async () => {
-        const stats = { multiPieceClamped: 0, distinguishing: 0, refundsBelowFresh: 0, sequences: 0 };
+        const stats: PieceStats & { sequences: number } = {
+          multiPieceClamped: 0,
+          distinguishing: 0,
+          refundsBelowFresh: 0,
+          sequences: 0,
+        };
         const prop = fc.asyncProperty(
           opsArb(algorithm, withRefunds),
           fc.constantFrom<Algorithm>(...ALGORITHMS),
@@ -988,6 +1184,16 @@ describe("every script = the model, step by step (two regions, real Redis)", () 
         process.stdout.write(`lua-differential: ${line}\n`);
         expect(stats?.distinguishing).toBeGreaterThanOrEqual(MIN_MULTI_PIECE);
       });
+      if (algorithm === "token_bucket") {
+        it("token_bucket: the sequences reserved RLQS assignments, some cut to the share schedule, fitted, superseding", () => {
+          const stats = report[algorithm];
+          expect(stats, "the equality test ran").toBeDefined();
+          expect(stats?.assigns ?? 0).toBeGreaterThanOrEqual(5);
+          expect(stats?.assignsCut ?? 0).toBeGreaterThanOrEqual(1);
+          expect(stats?.assignsFitted ?? 0).toBeGreaterThanOrEqual(1);
+          expect(stats?.assignsSuperseding ?? 0).toBeGreaterThanOrEqual(1);
+        });
+      }
       it(`${algorithm}: the refund sequences contained refunds that erasing gives less than fresh capacity`, () => {
         const refunds = report[`${algorithm} refunds`];
         expect(refunds, "the refund test ran").toBeDefined();

@@ -1,4 +1,4 @@
-// MEMORY USAGE of each key class per algorithm (README-redis.md's table comes
+// MEMORY USAGE of each key class per algorithm (packages/redis/README.md's table comes
 // from `GQ_MEMORY_REPORT=<file> vitest run … redis-memory`). The assertions are
 // budgets, so a change that bloats the per-key state fails here.
 import { writeFileSync } from "node:fs";

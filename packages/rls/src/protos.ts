@@ -33,17 +33,17 @@ export interface RlsApi {
 
 let cached: RlsApi | undefined;
 
+/** A service of a descriptor set (`servicePath`: its dotted full name), loaded as the RLS is. */
+export function loadServiceApi(path: URL, servicePath: string): RlsApi {
+  const definition = protoLoader.loadFileDescriptorSetFromBuffer(readFileSync(path), LOADER_OPTIONS);
+  let at: unknown = grpc.loadPackageDefinition(definition);
+  for (const part of servicePath.split(".")) at = (at as Record<string, unknown>)[part];
+  const Client = at as grpc.ServiceClientConstructor;
+  return { definition, service: Client.service, Client };
+}
+
 export function rlsApi(): RlsApi {
-  if (cached !== undefined) return cached;
-  const definition = protoLoader.loadFileDescriptorSetFromBuffer(
-    readFileSync(RLS_DESCRIPTOR_PATH),
-    LOADER_OPTIONS,
-  );
-  const pkg = grpc.loadPackageDefinition(definition) as unknown as {
-    envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
-  };
-  const Client = pkg.envoy.service.ratelimit.v3.RateLimitService;
-  cached = { definition, service: Client.service, Client };
+  cached ??= loadServiceApi(RLS_DESCRIPTOR_PATH, RLS_SERVICE);
   return cached;
 }
 

@@ -1,14 +1,18 @@
 // The gRPC listener of the RLS (DESIGN §11): RateLimitService/ShouldRateLimit,
-// the standard health service (grpc.health.v1, per service name) and server
-// reflection (grpcurl and friends list and call it without the protos).
+// with `rlqs` also RateLimitQuotaService/StreamRateLimitQuotas, the standard
+// health service (grpc.health.v1, per service name) and server reflection
+// (grpcurl and friends list and call it without the protos).
 import * as grpc from "@grpc/grpc-js";
 import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation } from "grpc-health-check";
 import { RLS_SERVICE, type RlsRequest, type RlsResponse, rlsApi } from "./protos.js";
+import { RLQS_SERVICE, type RlqsService, rlqsApi } from "./rlqs.js";
 import { RlsError, type RlsService } from "./service.js";
 
 export interface RlsServerOptions {
   readonly service: RlsService;
+  /** Mounted beside the RLS when given (config `rls.rlqs`). */
+  readonly rlqs?: RlqsService;
   readonly host: string;
   /** 0: any free port. */
   readonly port: number;
@@ -56,9 +60,17 @@ export async function startRlsServer(o: RlsServerOptions): Promise<RlsServer> {
       );
     },
   });
-  const health = new HealthImplementation({ "": "SERVING", [RLS_SERVICE]: "SERVING" });
+  const services = [RLS_SERVICE];
+  let definition = api.definition;
+  if (o.rlqs !== undefined) {
+    const q = rlqsApi();
+    server.addService(q.service, o.rlqs.handlers());
+    services.push(RLQS_SERVICE);
+    definition = { ...definition, ...q.definition };
+  }
+  const health = new HealthImplementation(Object.fromEntries(["", ...services].map((n) => [n, "SERVING"])));
   health.addToServer(server);
-  new ReflectionService(api.definition).addToServer(server);
+  new ReflectionService(definition).addToServer(server);
   const host = o.host.includes(":") && !o.host.startsWith("[") ? `[${o.host}]` : o.host;
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${host}:${o.port}`, grpc.ServerCredentials.createInsecure(), (err, p) =>
@@ -72,8 +84,9 @@ export async function startRlsServer(o: RlsServerOptions): Promise<RlsServer> {
     health,
     close() {
       closed ??= new Promise<void>((resolve) => {
-        health.setStatus("", "NOT_SERVING");
-        health.setStatus(RLS_SERVICE, "NOT_SERVING");
+        for (const n of ["", ...services]) health.setStatus(n, "NOT_SERVING");
+        // Streams last: each ends now with its buckets abandoned (TTL 0), not cancelled at the force.
+        o.rlqs?.shutdown();
         // In-flight calls finish; past a second the rest are cancelled.
         const force = setTimeout(() => server.forceShutdown(), 1000);
         force.unref();

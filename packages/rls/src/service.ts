@@ -40,7 +40,8 @@ export const RLS_COST_MAX = 1_000_000_000;
 const UINT32_MAX = 4_294_967_295;
 const HEADER_NAMES = ["ratelimit-policy", "ratelimit", "retry-after"] as const;
 
-type Target =
+/** What a descriptor is limited by (RlsService.targetOf). */
+export type RlsTarget =
   | { readonly kind: "none" }
   | { readonly kind: "unlimited"; readonly name: string; readonly replaces: readonly string[] }
   | {
@@ -57,7 +58,7 @@ type Target =
       readonly quota: boolean;
     };
 
-const NONE: Target = { kind: "none" };
+const NONE: RlsTarget = { kind: "none" };
 const UNIT_CODES: Readonly<Record<EnvoyUnit, RlsUnit>> = {
   SECOND: "second",
   MINUTE: "minute",
@@ -113,7 +114,12 @@ export class RlsService {
     );
   }
 
-  private target(domain: string, d: RlsDescriptor, index: number): Target {
+  /**
+   * The limit a descriptor names: an envoyproxy/ratelimit rule, its own `limit` override, or a
+   * key of the policies file through the native domain; `none` when nothing applies (the RLQS
+   * matches a bucket_id with this too).
+   */
+  targetOf(domain: string, d: RlsDescriptor, index: number): RlsTarget {
     const known = this.rules.hasDomain(domain) || domain === this.options.nativeDomain;
     // As envoyproxy/ratelimit: an unknown domain has no limits, overrides included.
     if (!known) return NONE;
@@ -219,7 +225,7 @@ export class RlsService {
   async shouldRateLimit(req: RlsRequest): Promise<RlsResponse> {
     RlsService.validate(req);
     const costs = RlsService.costs(req);
-    let targets = req.descriptors.map((d, i) => this.target(req.domain, d, i));
+    let targets = req.descriptors.map((d, i) => this.targetOf(req.domain, d, i));
     // `replaces`: a named limit that another matched limit replaces does not apply.
     const replaced = new Set(targets.flatMap((t) => (t.kind === "none" ? [] : t.replaces)));
     targets = targets.map((t) => (t.kind === "key" && t.name !== "" && replaced.has(t.name) ? NONE : t));
@@ -283,7 +289,7 @@ export class RlsService {
     };
   }
 
-  private status(t: Extract<Target, { kind: "key" }>, part: CheckResult, uncharged: number): RlsStatus {
+  private status(t: Extract<RlsTarget, { kind: "key" }>, part: CheckResult, uncharged: number): RlsStatus {
     // A quota-mode limit is a shadow key: its would-deny is its own OVER_LIMIT.
     const over = !part.allowed || (t.quota && part.wouldDeny === true);
     return {

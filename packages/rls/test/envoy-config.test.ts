@@ -1,13 +1,20 @@
 // envoyproxy/ratelimit's YAML read as it is: its sample configs load unchanged, every one of
 // its sixteen keys is understood, and whatever geoquota cannot enforce is refused by key
 // name and file line (the same files as envoyproxy/ratelimit's own config tests use).
+import { readFileSync } from "node:fs";
+import { repoRoot } from "@geoquota/testkit";
 import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
 import {
+  checkRlqsFilterConfig,
   EnvoyConfigError,
   loadEnvoyConfigFile,
   loadEnvoyConfigs,
   parseEnvoyConfig,
+  RLQS_FILTER_FIELDS,
+  rlqsApi,
   RuleSet,
+  rlqsFilterConfig,
   translate,
 } from "../src/index.js";
 import { FIXTURES } from "./harness.js";
@@ -131,5 +138,109 @@ describe("envoyproxy/ratelimit configs", () => {
     };
     expect(pid("a")).not.toBe(pid("b"));
     expect(pid("a")).toBe(pid("a"));
+  });
+});
+
+// Envoy's rate_limit_quota filter (issue 28 point 3): in the three states the region never
+// sees (no bucket, no assignment yet, an expired assignment) the proxy must deny.
+describe("Envoy's RLQS filter config", () => {
+  const options = {
+    cluster: "geoquota_rls",
+    domain: "geoquota",
+    headers: { tenant: "x-tenant-id", resource: "x-resource" },
+    reportingIntervalMs: 500,
+  };
+  type Bucket = Record<string, { fallback_rate_limit?: { blanket_rule: string } } | string>;
+  const bucketOf = (f: Record<string, unknown>): Bucket =>
+    (
+      f.typed_config as {
+        bucket_matchers: { matcher_list: { matchers: { on_match: { action: { typed_config: Bucket } } }[] } };
+      }
+    ).bucket_matchers.matcher_list.matchers[0]!.on_match.action.typed_config;
+
+  it("the generated filter denies with no assignment, on expiry and unmatched, never ALLOW_ALL; reports every > 100 ms", () => {
+    const f = rlqsFilterConfig(options);
+    expect(checkRlqsFilterConfig(f)).toEqual([]);
+    const b = bucketOf(f);
+    expect(b.no_assignment_behavior).toEqual({ fallback_rate_limit: { blanket_rule: "DENY_ALL" } });
+    expect(b.expired_assignment_behavior).toEqual({ fallback_rate_limit: { blanket_rule: "DENY_ALL" } });
+    expect(b.reporting_interval).toBe("0.5s");
+    expect(JSON.stringify(f)).not.toContain("ALLOW_ALL");
+    expect(JSON.stringify(f)).not.toContain("reuse_last_assignment");
+    expect(() => rlqsFilterConfig({ ...options, reportingIntervalMs: 100 })).toThrow(/more than 100 ms/);
+  });
+
+  it("examples/envoy-rlqs/envoy.yaml is that filter and passes the same check", () => {
+    const doc = parse(readFileSync(`${repoRoot}/examples/envoy-rlqs/envoy.yaml`, "utf8")) as {
+      static_resources: {
+        listeners: { filter_chains: { filters: { typed_config: { http_filters: unknown[] } }[] }[] }[];
+      };
+    };
+    const filters =
+      doc.static_resources.listeners[0]!.filter_chains[0]!.filters[0]!.typed_config.http_filters;
+    const rlqs = filters.find((x) => (x as { name: string }).name === "envoy.filters.http.rate_limit_quota");
+    expect(checkRlqsFilterConfig(rlqs)).toEqual([]);
+    expect(rlqs).toEqual(rlqsFilterConfig(options));
+  });
+
+  it("refuses what lets a proxy admit outside the bound: the defaults, ALLOW_ALL, reuse_last_assignment, 100 ms, no on_no_match", () => {
+    const edit = (change: (b: Bucket, f: Record<string, unknown>) => void): string[] => {
+      const f = rlqsFilterConfig(options);
+      change(bucketOf(f), f);
+      return checkRlqsFilterConfig(f);
+    };
+    expect(edit((b) => delete b.no_assignment_behavior).join()).toMatch(
+      /no_assignment_behavior: not set .*allows all/,
+    );
+    expect(edit((b) => delete b.expired_assignment_behavior).join()).toMatch(
+      /expired_assignment_behavior: not set/,
+    );
+    expect(
+      edit((b) => {
+        b.expired_assignment_behavior = { fallback_rate_limit: { blanket_rule: "ALLOW_ALL" } };
+      }).join(),
+    ).toMatch(
+      /expired_assignment_behavior: fallback_rate_limit must be blanket_rule DENY_ALL, not ALLOW_ALL/,
+    );
+    expect(
+      edit((b) => {
+        (b as Record<string, unknown>).expired_assignment_behavior = { reuse_last_assignment: {} };
+      }).join(),
+    ).toMatch(/reuse_last_assignment spends an assignment whose reservation ended at TTL \+ margin/);
+    expect(
+      edit((b) => {
+        b.reporting_interval = "0.1s";
+      }).join(),
+    ).toMatch(/reporting_interval: must be more than 100 ms/);
+    expect(
+      edit((_b, f) => {
+        delete (f.typed_config as { bucket_matchers: Record<string, unknown> }).bucket_matchers.on_no_match;
+      }).join(),
+    ).toMatch(/on_no_match: missing/);
+    expect(
+      edit((b) => {
+        (b as Record<string, unknown>).no_assignment_behaviour = {};
+      }).join(),
+    ).toMatch(/unknown field 'no_assignment_behaviour'/);
+  });
+
+  it("the fallback's RateLimitStrategy is Envoy's (envoy.type.v3 in the RLQS descriptor set); the filter's own fields are a list from its proto", () => {
+    const def = rlqsApi().definition as unknown as Record<
+      string,
+      { type: { field: { name: string }[]; enumType: { name: string; value: { name: string }[] }[] } }
+    >;
+    const strategy = def["envoy.type.v3.RateLimitStrategy"]!.type;
+    expect(strategy.field.map((f) => f.name)).toEqual(
+      expect.arrayContaining(["blanket_rule", "token_bucket"]),
+    );
+    expect(strategy.enumType.find((e) => e.name === "BlanketRule")!.value.map((v) => v.name)).toEqual([
+      "ALLOW_ALL",
+      "DENY_ALL",
+    ]);
+    // rate_limit_quota.proto is not in the set (its matcher imports are not fetched): the list stands in.
+    expect(
+      def["envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaBucketSettings"],
+    ).toBeUndefined();
+    expect(RLQS_FILTER_FIELDS.ExpiredAssignmentBehavior).toContain("reuse_last_assignment");
   });
 });

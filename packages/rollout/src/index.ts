@@ -1,4 +1,4 @@
-// @geoquota/rollout: replicated, versioned policies (issue 15, ROLLOUT.md).
+// @geoquota/rollout: replicated, versioned policies (issue 15, docs/design.md §3.4).
 export {
   canonicalJson,
   compareIds,

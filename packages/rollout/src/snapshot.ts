@@ -1,5 +1,5 @@
 // The Redis snapshot `gq:policy` (the contract between a region's daemon and
-// its limiters, ROLLOUT.md) and the rollout state a daemon sends its peers.
+// its limiters, docs/design.md §3.4) and the rollout state a daemon sends its peers.
 // Both are validated with zod; bad input is an error naming the field, never
 // a throw.
 import { z } from "zod";

@@ -1,4 +1,4 @@
-// The replicated rollout state (issue 15, ROLLOUT.md) and the local rules of
+// The replicated rollout state (issue 15, docs/design.md §3.4) and the local rules of
 // one region. Pure: no I/O, no clocks; times are passed in.
 //
 // Shared (merged by gossip, a join-semilattice):
@@ -9,7 +9,7 @@
 // allAcked (when it first saw every region ack the target, Redis TIME µs),
 // and its own epoch.
 //
-// The epoch (a change to ROLLOUT.md, see docs/design.md §3.4): a region that
+// The epoch (a change to the first rollout design, docs/design.md §3.4): a region that
 // lost everything (no snapshot in Redis, none in memory) cannot know what it
 // acknowledged before, so its old ack must stop counting. It starts a new
 // epoch (its Redis TIME µs, above any epoch its peers show for it), whose
@@ -130,7 +130,7 @@ export function targetOf(r: RegionState): DocId {
 
 /**
  * The documents the region enforces the meet of: its completed doc, then every
- * newer known doc, ascending (ROLLOUT.md "Effective policy of a region").
+ * newer known doc, ascending (docs/design.md §3.4).
  */
 export function effectiveDocs(r: RegionState): PolicyDoc[] {
   const out = [...r.shared.docs.values()].filter((d) => compareIds(d, r.completed) >= 0);

@@ -27,7 +27,7 @@ export {
   SimNetwork,
   type SimNetworkOptions,
 } from "./network.js";
-export { Rng } from "./prng.js";
+export { Rng, subSeed } from "./prng.js";
 export {
   type Env,
   isLongMode,

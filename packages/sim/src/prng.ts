@@ -92,3 +92,13 @@ export class Rng {
     return new Rng(this.nextUint32() * 2 ** 20 + (this.nextUint32() >>> 12));
   }
 }
+
+/**
+ * A stable sub-seed from a seed and a name (FNV-1a style over the name's UTF-16 units), so one
+ * named part of a run (a chaos scenario, a soak's plan) does not depend on which others ran.
+ */
+export function subSeed(seed: number, name: string): number {
+  let h = seed >>> 0;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193) >>> 0;
+  return h & 0x7fffffff;
+}

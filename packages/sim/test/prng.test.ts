@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Rng } from "../src/index.js";
+import { Rng, subSeed } from "../src/index.js";
 
 describe("Rng", () => {
   it("replays the same stream for the same seed and differs across seeds", () => {
@@ -50,5 +50,19 @@ describe("Rng", () => {
     const f2 = new Rng(5).fork();
     expect(f1.nextUint32()).toBe(f2.nextUint32());
     expect(f1.seed).not.toBe(5);
+  });
+});
+
+describe("subSeed", () => {
+  it("derives a 31-bit seed per name, the same one the chaos runs always derived (values pinned)", () => {
+    // The CLI's derivation before it took this PRNG (issue 27): a scenario's sub-seed is unchanged.
+    expect(subSeed(26005, "soak")).toBe(1_203_593_147);
+    expect(subSeed(26005, "soak-prepare")).toBe(1_342_663_753);
+    expect(subSeed(26005, "soak")).not.toBe(subSeed(26006, "soak"));
+    for (const name of ["", "a", "flapping", "prepare-partition"]) {
+      const s = subSeed(72024, name);
+      expect(Number.isInteger(s) && s >= 0 && s < 2 ** 31).toBe(true);
+      expect(() => new Rng(s)).not.toThrow();
+    }
   });
 });

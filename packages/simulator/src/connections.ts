@@ -11,7 +11,7 @@ export interface Connections {
   /** The daemon's WAIT after its last write: whether it is durable. */
   waitFor(node: Node, life: number): () => Promise<boolean>;
   /**
-   * Durable admissions (DESIGN §4; limiter redis/store.ts mustBeDurable): an
+   * Durable admissions (DESIGN §4; @geoquota/redis store.ts durableGate): an
    * admitting check or a lease grant is answered only once the replica has
    * the write.
    */

@@ -4,7 +4,7 @@
 // stalls and WAIT timeouts, leased clients, a policy change, shifting demand;
 // the full-length kind also failovers that lose writes with the daemon down
 // around them); the checkers run after every event. The seed mix
-// (model/mix.ts): thousands of short seeds with 2 or 3 regions and a few
+// (src/mix.ts): thousands of short seeds with 2 or 3 regions and a few
 // hundred full-length ones with 3 to 5; each kind is a test whose name gives
 // its seed count. A failure names its seed and the command that replays it
 // (GQ_SEED=<n> … -t "<kind>"); GQ_SIM_LONG=1 runs 20× more seeds. Planted bugs

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { repoRoot, waitFor } from "@geoquota/procs";
 import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
 import { gossipProxyNames, regionIds } from "../cluster/ids.js";
-import type { Rng } from "./rng.js";
+import type { Rng } from "@geoquota/sim";
 import { addWanLatency } from "./toxics.js";
 
 export const CHAOS_RESOURCE = "chaos";

@@ -8,7 +8,7 @@ import { redisLaunchOf, setClockOffset } from "./clock.js";
 import { CHAOS_RESOURCE } from "./cluster.js";
 import { type FailedOver, failOver } from "./failover.js";
 import { flushRegion } from "../demo/faults.js";
-import type { Rng } from "./rng.js";
+import type { Rng } from "@geoquota/sim";
 import { gossipProxiesOf, linkOf, redisProxyName } from "../cluster/ids.js";
 import { setProxiesEnabled as setEnabled } from "../cluster/proxies.js";
 import { addToxic, removeToxic, type ToxicSpec } from "./toxics.js";
@@ -302,7 +302,7 @@ export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
       };
     case "clock-step": {
       // More than 2ε (ε = 250 ms), forward or back; healed by stepping back to +0.
-      const stepMs = (rng.next() < 0.5 ? -1 : 1) * rng.int(600, 1500);
+      const stepMs = (rng.float() < 0.5 ? -1 : 1) * rng.int(600, 1500);
       return {
         kind,
         label: `${region}'s Redis clock stepped ${stepMs > 0 ? "+" : ""}${stepMs} ms (libfaketime), stepped back later`,

@@ -9,7 +9,7 @@ import type { Cluster, ClusterOptions } from "../cluster/orchestrator.js";
 import type { Writer } from "../demo/types.js";
 import { CHAOS_RESOURCE, chaosClusterOptions, chaosTopology, prepareCluster } from "./cluster.js";
 import { type ChaosReport, scenarioLines, writeChaosReport } from "./report.js";
-import { createRng, subSeed } from "./rng.js";
+import { Rng, subSeed } from "@geoquota/sim";
 import { runScenario, type ScenarioResult } from "./run-scenario.js";
 import { planScenario, SCENARIO_NAMES, type ScenarioName } from "./scenarios.js";
 
@@ -57,7 +57,7 @@ export async function runChaos(o: ChaosOptions): Promise<{ exitCode: number; rep
         };
       }
       if (!next || o.signal?.aborted) break;
-      await prepareCluster(cluster, createRng(subSeed(next.seed, `prepare${round}`)));
+      await prepareCluster(cluster, new Rng(subSeed(next.seed, `prepare${round}`)));
       const plan = planScenario(next.name, next.seed, {
         regionIds: ids,
         leasedRegion: topology.leasedRegion,

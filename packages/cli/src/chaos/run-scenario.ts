@@ -24,7 +24,7 @@ import {
 } from "./checks.js";
 import { CHAOS_RESOURCE, LEASED } from "./cluster.js";
 import { FAULT_CLASS, makeFault } from "./faults.js";
-import { createRng } from "./rng.js";
+import { Rng } from "@geoquota/sim";
 import { QuotaSampler } from "./sampler.js";
 import type { ScenarioPlan } from "./scenarios.js";
 import { chaosSender } from "./sender.js";
@@ -125,7 +125,7 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
   const origin = performance.now();
   const now = () => performance.now() - origin;
   const L = o.durationMs;
-  const rng = createRng(plan.seed);
+  const rng = new Rng(plan.seed);
   const key = { tenant: o.tenant, resource: CHAOS_RESOURCE, ...o.limit };
   const rateOf = (d: Readonly<Record<string, number>>) => Object.values(d).reduce((a, b) => a + b, 0);
   const totalRate = Math.max(rateOf(plan.demand), ...(o.demandSchedule ?? []).map((p) => rateOf(p.demand)));

@@ -2,7 +2,7 @@
 // region, when (as fractions of the scenario's duration). The seed fixes all
 // of it; the runner (run-scenario.ts) turns a plan into actions on a cluster.
 import { FAULT_CLASS, FAULT_KINDS, type FaultKind } from "./faults.js";
-import { createRng, type Rng, subSeed } from "./rng.js";
+import { Rng, subSeed } from "@geoquota/sim";
 
 /** Every fault kind as a scenario of its own, plus a random mix of them. */
 export const SCENARIO_NAMES = [...FAULT_KINDS, "random"] as const;
@@ -56,9 +56,9 @@ function randomFaults(rng: Rng, ids: readonly string[], hot: string): PlannedFau
   const want = rng.int(3, 5);
   for (let attempt = 0; out.length < want && attempt < 50; attempt++) {
     const kind = rng.pick(FAULT_KINDS);
-    const startFrac = 0.1 + rng.next() * 0.5;
+    const startFrac = 0.1 + rng.float() * 0.5;
     const instant = kind === "flush";
-    const endFrac = instant ? startFrac : Math.min(0.75, startFrac + 0.1 + rng.next() * 0.2);
+    const endFrac = instant ? startFrac : Math.min(0.75, startFrac + 0.1 + rng.float() * 0.2);
     const clash = out.some(
       (f) =>
         FAULT_CLASS[f.kind] === FAULT_CLASS[kind] &&
@@ -66,7 +66,7 @@ function randomFaults(rng: Rng, ids: readonly string[], hot: string): PlannedFau
         f.startFrac <= endFrac + 0.03,
     );
     if (clash) continue;
-    const region = rng.next() < 0.5 ? hot : rng.pick(ids);
+    const region = rng.float() < 0.5 ? hot : rng.pick(ids);
     out.push({ kind, region, peer: otherThan(rng, ids, region), startFrac, endFrac });
   }
   return out.sort((a, b) => a.startFrac - b.startFrac);
@@ -75,7 +75,7 @@ function randomFaults(rng: Rng, ids: readonly string[], hot: string): PlannedFau
 export function planScenario(name: ScenarioName, seed: number, ctx: PlanContext): ScenarioPlan {
   const ids = ctx.regionIds;
   if (ids.length < 2) throw new Error("chaos scenarios need at least 2 regions");
-  const rng = createRng(subSeed(seed, name));
+  const rng = new Rng(subSeed(seed, name));
   let hot = rng.pick(ids);
   const one = (kind: FaultKind, region: string, peer: string, startFrac: number, endFrac: number) => [
     { kind, region, peer, startFrac, endFrac },
@@ -98,7 +98,7 @@ export function planScenario(name: ScenarioName, seed: number, ctx: PlanContext)
     }
     case "asymmetric": {
       const lender = otherThan(rng, ids, hot);
-      const [from, to] = rng.next() < 0.5 ? [lender, hot] : [hot, lender];
+      const [from, to] = rng.float() < 0.5 ? [lender, hot] : [hot, lender];
       faults = one("asymmetric", from, to, 0.25, 0.65);
       description = "one direction of one link stalls (timeout toxic), the other flows";
       guarantees = ["G1", "G4"];
@@ -126,21 +126,21 @@ export function planScenario(name: ScenarioName, seed: number, ctx: PlanContext)
       guarantees = ["G1", "G3"];
       break;
     case "flush": {
-      const r = rng.next() < 0.5 ? hot : otherThan(rng, ids, hot);
+      const r = rng.float() < 0.5 ? hot : otherThan(rng, ids, hot);
       faults = one("flush", r, otherThan(rng, ids, r), 0.4, 0.4);
       description = "FLUSHALL on one region's Redis mid-run";
       guarantees = ["G1", "G5"];
       break;
     }
     case "redis-restart": {
-      const r = rng.next() < 0.5 ? hot : otherThan(rng, ids, hot);
+      const r = rng.float() < 0.5 ? hot : otherThan(rng, ids, hot);
       faults = one("redis-restart", r, otherThan(rng, ids, r), 0.35, 0.45);
       description = "one region's Redis is SIGKILLed and restarted without persistence";
       guarantees = ["G1", "G5"];
       break;
     }
     case "daemon-kill": {
-      const r = rng.next() < 0.5 ? hot : otherThan(rng, ids, hot);
+      const r = rng.float() < 0.5 ? hot : otherThan(rng, ids, hot);
       faults = one("daemon-kill", r, otherThan(rng, ids, r), 0.35, 0.5);
       description = "one gossip daemon is SIGKILLed and restarted";
       guarantees = ["G1", "G5"];

@@ -5,7 +5,7 @@
 // restart can land in the middle of a partition. The runner (soak.ts) hands
 // it to run-scenario.ts as one long scenario.
 import { FAULT_CLASS, type FaultClass, type FaultKind, INSTANT_FAULTS, SOAK_FAULT_KINDS } from "./faults.js";
-import { createRng, subSeed } from "./rng.js";
+import { Rng, subSeed } from "@geoquota/sim";
 import type { PlannedFault, PlanContext, ScenarioPlan } from "./scenarios.js";
 
 export interface SoakPhase {
@@ -40,7 +40,7 @@ export function planSoak(
 ): SoakPlan {
   const ids = ctx.regionIds;
   if (ids.length < 2) throw new Error("the soak needs at least 2 regions");
-  const rng = createRng(subSeed(seed, "soak"));
+  const rng = new Rng(subSeed(seed, "soak"));
   const kinds = SOAK_FAULT_KINDS.filter((k) => !(options.skip ?? []).includes(k));
   const phases: SoakPhase[] = [];
   let hot = rng.pick(ids);
@@ -82,7 +82,7 @@ export function planSoak(
     if (free.length === 0) continue;
     const kind: FaultKind = rng.pick(free);
     const end = INSTANT_FAULTS.has(kind) ? t : Math.min(lastEnd, t + rng.int(2000, 12_000));
-    const region = rng.next() < 0.5 ? hotAt(t) : rng.pick(ids);
+    const region = rng.float() < 0.5 ? hotAt(t) : rng.pick(ids);
     const peer = rng.pick(ids.filter((id) => id !== region));
     faults.push({ kind, region, peer, startFrac: frac(t), endFrac: frac(end) });
     // The next fault of a class starts after this one's heal settled: a

@@ -16,7 +16,7 @@ import { type ClockFiles, clockFiles, clockStepsUnavailable, registerClockFiles 
 import { CHAOS_RESOURCE, chaosClusterOptions, chaosTopology, prepareCluster } from "./cluster.js";
 import { scenarioLines } from "./report.js";
 import { checkFlat, type FlatVerdict, ResourceSampler, type ResourceSeries } from "./resources.js";
-import { createRng, subSeed } from "./rng.js";
+import { Rng, subSeed } from "@geoquota/sim";
 import { runScenario, type ScenarioResult } from "./run-scenario.js";
 import { planSoak, type SoakPhase } from "./soak-plan.js";
 
@@ -95,7 +95,7 @@ export async function runSoak(o: SoakOptions): Promise<{ exitCode: number; repor
     const ids = cluster.regions.map((r) => r.id);
     const spec = lookupPolicy(loadPolicies(cluster.policiesPath, ids), "probe", CHAOS_RESOURCE);
     const limit = { capacity: spec.capacity, refillPerSecond: spec.refillPerSecond };
-    await prepareCluster(cluster, createRng(subSeed(o.seed, "soak-prepare")));
+    await prepareCluster(cluster, new Rng(subSeed(o.seed, "soak-prepare")));
     const plan = planSoak(
       o.seed,
       o.durationMs,

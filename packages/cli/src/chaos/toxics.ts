@@ -3,7 +3,7 @@
 // (a dials b): its `upstream` stream is a→b, `downstream` is b→a. Proxy
 // `redis_<id>` is region id's limiter and daemon → its own Redis.
 import type { Toxiproxy } from "toxiproxy-node-client";
-import type { Rng } from "./rng.js";
+import type { Rng } from "@geoquota/sim";
 
 export type Stream = "upstream" | "downstream";
 export type ToxicType = "latency" | "bandwidth" | "slicer" | "timeout" | "reset_peer";

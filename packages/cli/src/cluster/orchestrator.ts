@@ -335,7 +335,38 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       if (mergedGossip.tls !== undefined) delete mergedGossip.plaintext;
       // The admin token as the JSON line reports it (a `{ env }` reference is not printed).
       if (typeof merged.adminToken === "string") adminTokens.set(id, merged.adminToken);
-      writeFileSync(configPathOf(id), `${JSON.stringify(merged, null, 2)}\n`);
+      writeFileSync(configPathOf(id), `${JSON.stringify(rewrite(id, merged), null, 2)}\n`);
+      written.add(id);
+    };
+    // A region's file is the user's once written (`configPath`: edit it, restart the process):
+    // later writes, after a process moved to another port, change only the addresses this
+    // orchestrator owns and keep every other edit. Rewriting the whole file from the start
+    // options undid an edit to another region's file whenever several processes restarted at
+    // once (the bench's "re-weighting on" left some daemons off).
+    const written = new Set<string>();
+    const rewrite = (id: string, merged: Record<string, unknown>): Record<string, unknown> => {
+      if (!written.has(id)) return merged;
+      let current: Record<string, unknown>;
+      try {
+        current = JSON.parse(readFileSync(configPathOf(id), "utf8")) as Record<string, unknown>;
+      } catch {
+        return merged; // unreadable (a user's half-written edit): the orchestrator's own view
+      }
+      const g = merged.gossip as Record<string, unknown>;
+      const addresses: Record<string, unknown> = {
+        listen: merged.listen,
+        regions: merged.regions,
+        redis: { url: (merged.redis as Record<string, unknown>).url },
+        gossip: {
+          listen: g.listen,
+          ...(g.http !== undefined ? { http: g.http } : {}),
+          ...(g.redisUrl !== undefined ? { redisUrl: g.redisUrl } : {}),
+        },
+        ...(merged.rls !== undefined
+          ? { rls: { listen: (merged.rls as Record<string, unknown>).listen } }
+          : {}),
+      };
+      return deepMerge(current, addresses);
     };
     const writeConfigs = () => {
       for (const [i, id] of ids.entries()) writeConfig(i, id);

@@ -5,7 +5,7 @@ import { reportReady, startedByOrchestrator } from "../cluster/ready.js";
 
 /**
  * `geoquota region --config F`: the region's limiter service, and its Envoy rate limit
- * service (RLS v3, gRPC) when the config has `rls`, until SIGINT/SIGTERM.
+ * service (RLS v3, gRPC) when the config has `rls` (and RLQS with `rls.rlqs`), until SIGINT/SIGTERM.
  */
 export async function run(opts: Record<string, unknown>): Promise<number> {
   const path = String(opts.config);
@@ -21,7 +21,10 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
   });
   // Through the limiter's logger: the region's log stays one JSON object per line.
   if (rls !== undefined)
-    service.app.log.info({ rls: rls.server.address }, `rls listening on ${rls.server.address}`);
+    service.app.log.info(
+      { rls: rls.server.address, rlqs: rls.rlqs !== undefined },
+      `rls listening on ${rls.server.address}${rls.rlqs !== undefined ? " (with rlqs)" : ""}`,
+    );
   const stop = () => {
     void (async () => {
       await rls?.server.close();

@@ -153,6 +153,10 @@ export class GossipDaemon {
   private lastRoundMs = 0;
   /** The last round replaced some key's targets (the next round comes sooner). */
   private sharesMoving = false;
+  /** When the pending round timer fires (this.now() ms); see wake(). */
+  private timerDueMs = 0;
+  private lastWakeMs: number | undefined;
+  private wakeNext = false;
   private readonly random: () => number;
   private readonly now: () => number;
   private readonly timers: DaemonTimers;
@@ -256,14 +260,24 @@ export class GossipDaemon {
     await this.mergeInFlight;
   }
 
+  private fastMs(): number {
+    const { minMs } = this.opts.round;
+    return Math.min(minMs, this.opts.round.fastMs ?? minMs / 4);
+  }
+
   private schedule(): void {
     if (!this.running) return;
     const { minMs, maxMs } = this.opts.round;
-    const fastMs = Math.min(minMs, this.opts.round.fastMs ?? minMs / 4);
-    const delay = this.sharesMoving
-      ? fastMs + this.random() * fastMs
-      : minMs + this.random() * (maxMs - minMs);
+    const fastMs = this.fastMs();
+    const fast = this.sharesMoving || this.wakeNext;
+    this.wakeNext = false;
+    this.arm(fast ? fastMs + this.random() * fastMs : minMs + this.random() * (maxMs - minMs));
+  }
+
+  private arm(delay: number): void {
+    this.timerDueMs = this.now() + delay;
     this.timer = this.timers.setTimeout(() => {
+      this.timer = undefined;
       this.roundInFlight = this.round()
         .catch((err) => this.deps.onError?.("round", err))
         .finally(() => {
@@ -271,6 +285,28 @@ export class GossipDaemon {
           this.schedule();
         });
     }, delay);
+  }
+
+  /**
+   * Demand crossed this region's slice (its limiter started denying a key, DESIGN §3 "Demand,
+   * targets and lending"): the next round comes in [fastMs, 2·fastMs] instead of at the timer's
+   * end, so the shift is seen a round sooner here and shipped to the lenders. Still jittered,
+   * and at most one early round per minMs: a limiter that keeps waking cannot spin the daemon.
+   */
+  wake(): void {
+    if (!this.running) return;
+    const now = this.now();
+    if (this.lastWakeMs !== undefined && now - this.lastWakeMs < this.opts.round.minMs) return;
+    this.lastWakeMs = now;
+    const fastMs = this.fastMs();
+    if (this.timer === undefined) {
+      this.wakeNext = true; // a round is running: the one after it comes fast
+      return;
+    }
+    if (this.timerDueMs - now <= 2 * fastMs) return;
+    this.timers.clearTimeout(this.timer);
+    this.deps.metrics?.wakes.inc();
+    this.arm(fastMs + this.random() * fastMs);
   }
 
   /** A peer came (back) up: it gets our whole state, since we cannot know what it kept. */

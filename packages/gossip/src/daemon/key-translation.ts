@@ -21,7 +21,13 @@ export interface RedisKeyView {
   readonly loansOut: readonly LoanRecord[];
   /** Highest-seq loan per lender (`i|`). */
   readonly loansIn: readonly LoanRecord[];
-  readonly leases: Readonly<Record<string, { readonly tokens: number; readonly expiryUs: number }>>;
+  /** Leases and RLQS assignments by id; an assignment also holds `shareUnits` of share. */
+  readonly leases: Readonly<
+    Record<
+      string,
+      { readonly tokens: number; readonly expiryUs: number; readonly shareUnits?: number | undefined }
+    >
+  >;
 }
 
 /** The daemon's view of a key from its Redis view (`capacity`: the key's C, for the lease pin). */
@@ -56,9 +62,17 @@ export function keyStateOf(
       inUse.push({ lender: l.lender, units: l.units, seq: l.seq });
     }
   }
+  // What the region may not lend or return (the scripts' pins_hold): the share its leased tokens
+  // need, plus the share live RLQS assignments hold (their rate is the proxy's until they end).
   let leased = 0;
-  for (const l of Object.values(v.leases)) if (now < l.expiryUs) leased += l.tokens;
-  const leasePinnedPpm = leased > 0 && capacity > 0 ? Math.ceil((SHARE_UNITS * leased) / capacity) : 0;
+  let assigned = 0;
+  for (const l of Object.values(v.leases)) {
+    if (!(now < l.expiryUs)) continue;
+    leased += l.tokens;
+    assigned += l.shareUnits ?? 0;
+  }
+  const tokensPpm = leased > 0 && capacity > 0 ? Math.ceil((SHARE_UNITS * leased) / capacity) : 0;
+  const leasePinnedPpm = Math.min(SHARE_UNITS, tokensPpm + assigned);
   return { nowUs: now, recovering: v.recovering, record, reserved, current, inUse, leasePinnedPpm };
 }
 

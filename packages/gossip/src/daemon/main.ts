@@ -17,6 +17,8 @@ import {
 import {
   checkRedisSetup,
   connectRedis,
+  isCluster,
+  WAKE_CHANNEL,
   createCertifier,
   SETUP_SETTINGS,
   type SetupDriftChange,
@@ -31,7 +33,7 @@ import {
 } from "@geoquota/rollout";
 import { keyPartHasher } from "@geoquota/core";
 import { logLevelOf, ThrottledEvents } from "@geoquota/config";
-import { collectProcessMetrics, listenServer } from "@geoquota/procs";
+import { collectProcessMetrics, listenServer } from "@geoquota/edge";
 import pino from "pino";
 import { Gauge, Registry } from "prom-client";
 import { Mesh } from "../transport/index.js";
@@ -379,6 +381,17 @@ export async function startGossip(
   );
   await mesh.start();
   daemon.start();
+  // The region's limiters publish when a key starts being denied (RegionStore.wake): the next
+  // round comes early. A subscriber connection of its own (a subscribed connection runs nothing
+  // else); if it fails, rounds keep their timer.
+  const wakes = isCluster(redis) ? redis.duplicate() : redis.duplicate();
+  wakes.on("error", () => {}); // the main connection reports the Redis's errors
+  wakes.on("message", () => daemon?.wake());
+  wakes
+    .subscribe(WAKE_CHANNEL)
+    .catch((err: Error) =>
+      events.emit("warn", "redis_error", "subscribe", { op: "subscribe", error: err.message }, "redis error"),
+    );
   // First reading after one interval: startup is busy enough (and markers may not exist yet).
   const running = daemon;
   const server: Server = createServer((req, res) => {
@@ -411,6 +424,7 @@ export async function startGossip(
     });
   } catch (err) {
     recovery.stop();
+    wakes.disconnect();
     await running.stop();
     await mesh.stop();
     await store.close();
@@ -454,6 +468,7 @@ export async function startGossip(
     async close() {
       await new Promise<void>((r) => server.close(() => r()));
       recovery.stop();
+      wakes.disconnect();
       await running.stop();
       await mesh.stop();
       await store.close();

@@ -11,6 +11,7 @@ export interface DaemonMetrics {
   roundDuration: Histogram<string>;
   /** Rounds scheduled at the fast cadence because some key's targets moved (daemon.ts). */
   fastRounds: Counter<string>;
+  wakes: Counter<string>;
   bytesIn: Counter<"peer">;
   bytesOut: Counter<"peer">;
   framesIn: Counter<"peer" | "kind">;
@@ -93,6 +94,11 @@ export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOp
     fastRounds: new Counter({
       name: "geoquota_gossip_fast_rounds_total",
       help: "Rounds that came at the fast cadence because the round before moved some key's target shares",
+      registers,
+    }),
+    wakes: new Counter({
+      name: "geoquota_gossip_wakes_total",
+      help: "Rounds brought forward because the region's limiter started denying a key (demand crossed its slice)",
       registers,
     }),
     bytesIn: new Counter({

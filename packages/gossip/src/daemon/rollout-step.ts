@@ -1,4 +1,4 @@
-// The daemon's rollout step (issue 15, ROLLOUT.md; state and rules in
+// The daemon's rollout step (issue 15, docs/design.md §3.4; state and rules in
 // @geoquota/rollout): each round it pops proposals, acks, completes (Redis
 // TIME), and writes the region's policy snapshot when it changed or when
 // Redis lost it; frames from peers are merged as they arrive. The daemon's

@@ -3,32 +3,21 @@
 // tests may use another implementation.
 import type { KeyPolicy } from "@geoquota/core";
 import type { KeyRecord, Loan, ReturnedMark } from "@geoquota/crdt";
-import type { InboundLoan, RegionQuota } from "../policy/index.js";
+import type { RegionQuota, ShareBook } from "../policy/index.js";
 
 /** Resolves a key's policy for this region and the quotas of all regions. */
 export interface PolicyResolver {
   resolve(tenant: string, resource: string): { policy: KeyPolicy; regions: readonly RegionQuota[] };
 }
 
-/** One key as a script read it from this region's Redis (atomically). */
-export interface KeyReading {
-  /** Redis TIME of the read, µs. */
-  readonly nowUs: number;
-  readonly recovering: boolean;
+/** One key as a script read it from this region's Redis (atomically): its share book and record. */
+export interface KeyReading extends ShareBook {
   /**
    * The key's CRDT record as this region's Redis holds it: every counter entry
    * it knows, the loans this region granted (its owner-written registers) and
    * the returns it made as a borrower.
    */
   readonly record: KeyRecord;
-  /** Reservation per borrower now (max over outstanding grants). */
-  readonly reserved: Readonly<Record<string, number>>;
-  /** Units of the latest outstanding grant per borrower. */
-  readonly current: Readonly<Record<string, number>>;
-  /** Loans this region uses now. */
-  readonly inUse: readonly InboundLoan[];
-  /** Share (ppm) backing the in-process leases outstanding now: the return planner keeps it. */
-  readonly leasePinnedPpm?: number | undefined;
   /**
    * The store's opaque note of where and when the read went out (connection
    * and socket generation): `waitDurable(policy, readTicket)` certifies the

@@ -27,6 +27,7 @@ export {
   type PolicyOptions,
   type RoundDecision,
   type RoundInput,
+  type ShareBook,
 } from "./round.js";
 export {
   anyOverloaded,

@@ -43,12 +43,14 @@ export function initialPolicyMemory(): PolicyMemory {
   return { demand: initialDemand(), targets: undefined };
 }
 
-export interface RoundInput {
-  readonly self: string;
-  readonly regions: readonly RegionQuota[];
-  readonly refillPerSecond: number;
+/**
+ * A key's share book in this region at one instant, as its region's Redis holds it: what a
+ * round decides from besides the counters. The daemon's store reading (`KeyReading`,
+ * daemon/store-port.ts) extends it, so the two cannot drift apart.
+ */
+export interface ShareBook {
+  /** Redis TIME of the read, µs. */
   readonly nowUs: number;
-  readonly counters: CounterReading;
   readonly recovering: boolean;
   /** This region's reservations per borrower now (max over outstanding grants). */
   readonly reserved: Readonly<Record<string, number>>;
@@ -58,6 +60,13 @@ export interface RoundInput {
   readonly inUse: readonly InboundLoan[];
   /** Share (ppm) backing this region's outstanding in-process leases: never returned (lending.ts). */
   readonly leasePinnedPpm?: number | undefined;
+}
+
+export interface RoundInput extends ShareBook {
+  readonly self: string;
+  readonly regions: readonly RegionQuota[];
+  readonly refillPerSecond: number;
+  readonly counters: CounterReading;
 }
 
 export interface RoundDecision {

@@ -7,7 +7,7 @@ import { performance } from "node:perf_hooks";
 import { Registry } from "prom-client";
 import { type ClientOptions, type ServerOptions, WebSocket, WebSocketServer } from "ws";
 import { backoffDelayMs } from "./backoff.js";
-import { listenServer } from "@geoquota/procs";
+import { listenServer } from "@geoquota/edge";
 import { type MeshConfig, type MeshConfigInput, dialsTo, parseMeshConfig, peerUrlSchema } from "./config.js";
 import { type PeerDownReason, TRANSPORT_ERRORS, localReason } from "./errors.js";
 import { Link } from "./link.js";

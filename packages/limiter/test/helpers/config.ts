@@ -37,3 +37,34 @@ export function manualClock(startMs = 1000) {
     },
   };
 }
+
+/** A two-region limiter service config on `url` (the gossip endpoints are never dialled). */
+export function serviceConfig(url: string, replicas: number, primaryCheckMs = 1000): RegionConfig {
+  return regionConfig({ url, timeoutMs: 200, replicas, primaryCheckMs });
+}
+
+/**
+ * The region config of region us-east (of us-east and eu-west) with the given
+ * `redis` block and further top-level fields (`extra`: breaker, leased, …).
+ */
+export function regionConfig(
+  redis: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+): RegionConfig {
+  return parseRegionConfig(
+    {
+      region: "us-east",
+      listen: { host: "127.0.0.1", port: 0 },
+      redis,
+      regions: [
+        { id: "us-east", gossip: "127.0.0.1:1" },
+        { id: "eu-west", gossip: "127.0.0.1:2" },
+      ],
+      gossip: { listen: { host: "127.0.0.1", port: 1 }, plaintext: true },
+      sharedSecret: "test-shared-secret-0123456789",
+      adminToken: "test-admin-token-0123456789",
+      ...extra,
+    },
+    { file: "test.json", env: {} },
+  );
+}

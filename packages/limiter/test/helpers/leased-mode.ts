@@ -1,5 +1,5 @@
 import { type PolicySet, type PolicySpecInput, parsePolicySpec, withPolicy } from "@geoquota/config";
-import { buildApp as build } from "../../src/index.js";
+import { limiterApp } from "./app.js";
 import { testConfig, testPolicies } from "./config.js";
 import { FakeStore } from "./fake-store.js";
 
@@ -10,9 +10,9 @@ export function withPoliciesFor(tenant: string, resource: string, spec: PolicySp
 }
 
 /** An app in leased mode over a FakeStore. */
-export async function buildApp(policies: PolicySet = testPolicies()) {
+export async function leasedApp(policies: PolicySet = testPolicies()) {
   const store = new FakeStore();
-  const app = await build({
+  const app = await limiterApp({
     store,
     config: testConfig({ leased: { enabled: true, batch: 50, lowWater: 10 } }),
     policies,

@@ -1,7 +1,8 @@
 // rls-descriptor writes Envoy's RLS v3 API, as compiled into Envoy's own Go
 // module (github.com/envoyproxy/go-control-plane/envoy), as a binary
 // FileDescriptorSet on stdout: rls.proto and every file it imports, imports
-// first. geoquota's Node server loads it with @grpc/proto-loader, so its wire
+// first. With an argument, that proto file instead (the RLQS API:
+// envoy/service/rate_limit_quota/v3/rlqs.proto). geoquota's Node server loads it with @grpc/proto-loader, so its wire
 // format is exactly the one Envoy's generated types speak.
 package main
 
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"os"
 
+	_ "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
@@ -18,7 +20,11 @@ import (
 )
 
 func main() {
-	fd, err := protoregistry.GlobalFiles.FindFileByPath("envoy/service/ratelimit/v3/rls.proto")
+	path := "envoy/service/ratelimit/v3/rls.proto"
+	if len(os.Args) > 1 {
+		path = os.Args[1]
+	}
+	fd, err := protoregistry.GlobalFiles.FindFileByPath(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rls-descriptor:", err)
 		os.Exit(1)

@@ -2,8 +2,8 @@
 // shard k of the key schema, the model holds the one of its key's shard). A region that
 // finds it missing starts a new incarnation born now and is in recovery until
 // born + D + 2ε: it may have lent its share away and forgotten the loans.
-import { replicaIdOf } from "./ids.js";
-import type { Timing } from "./types.js";
+import { replicaIdOf } from "../ids.js";
+import type { Timing } from "../types.js";
 
 export interface Incarnation {
   readonly id: string;

@@ -2,11 +2,10 @@
 // the bucket at the old share up to now (trap 11), then changes the records,
 // rebuilds the schedule and clamps the tokens. Mirrors the lua/loan_*.lua scripts.
 import { applyShareChange, ensureMarker, loadBucket, shareInputs, storeBucket } from "./bucket.js";
-import { parseMarker, recoveryEndUs } from "./marker.js";
-import { pinsHold } from "./pins.js";
-import { loanOutstanding, reservedAt } from "./share.js";
+import { parseMarker, recoveryEndUs } from "./core.js";
+import { loanOutstanding, pinsHold, reservedAt } from "./schedule.js";
 import type { KeyState, RegionState } from "./state.js";
-import { isRateAlgorithm, type KeyLimit, type LoanEntry, type Timing } from "./types.js";
+import { isRateAlgorithm, type KeyLimit, type LoanEntry, type Timing } from "../types.js";
 
 export type GrantRefusal = "recovering" | "algorithm" | "units" | "floor" | "leased" | "self";
 
@@ -45,7 +44,7 @@ export function lendable(
   return limit.baseShare - others - limit.floorShare;
 }
 
-/** Whether the key's leases stay backed (pins.ts) with the loan book as it is now. */
+/** Whether the key's leases stay backed (schedule.ts pinsHold) with the loan book as it is now. */
 function leasesBacked(
   key: KeyState,
   limit: KeyLimit,

@@ -5,18 +5,19 @@
 import {
   applyShareChange,
   ensureMarker,
+  fullRefillUs,
   type LiveBucket,
   liveCapacity,
   liveRate,
   loadBucket,
   storeBucket,
 } from "./bucket.js";
-import { counterFieldOf } from "./ids.js";
-import { parseMarker, replicaId } from "./marker.js";
-import { fullRefillUs } from "./refill.js";
+import { counterFieldOf } from "../ids.js";
+import { parseMarker, replicaId } from "./core.js";
 import { refundErase, refundFloor } from "./refunds.js";
+import { assignedAt } from "./schedule.js";
 import type { KeyState, RegionState } from "./state.js";
-import { type KeyLimit, isRateAlgorithm, SHARE_UNITS, type Timing } from "./types.js";
+import { type KeyLimit, isRateAlgorithm, SHARE_UNITS, type Timing } from "../types.js";
 import { decideWindow, refundWindow } from "./windows.js";
 
 export interface CheckOutcome {
@@ -207,7 +208,7 @@ export interface LeaseOutcome {
  * capacity (tokens + outstanding ≤ capacity) until released or expired; an
  * expired lease counts as used. The duration is capped at D, and at the
  * first instant of the share schedule where the share would not back the
- * lease (pins.ts): the reply's expiry says what was granted.
+ * lease (schedule.ts pinsHold): the reply's expiry says what was granted.
  */
 export function acquireLease(
   region: RegionState,
@@ -265,6 +266,11 @@ export function releaseLease(
   const live = loadBucket(region, key, limit, timing, nowUs);
   const lease = key.leases.get(leaseId);
   let returned = 0;
+  // An assignment is never released underneath (DESIGN §11): the proxy may still spend it.
+  if (lease?.shareUnits !== undefined) {
+    storeBucket(key, live, limit);
+    return { returned, nowUs };
+  }
   if (lease !== undefined && nowUs < lease.expiryUs) {
     const u = used < 0 ? 0 : Math.min(used, lease.tokens);
     returned = lease.tokens - u;
@@ -298,6 +304,136 @@ export function renewLease(
     (r) => releaseLease(region, key, limit, timing, r.leaseId, r.used, nowUs).returned,
   );
   return { ...acquireLease(region, key, limit, timing, leaseId, tokens, durationUs, nowUs), returned };
+}
+
+export interface AssignOutcome {
+  /** Tokens the proxy's bucket holds at receipt (it starts full). */
+  readonly burst: number;
+  /** Tokens per second. */
+  readonly rate: number;
+  /** The TTL to send; 0 when nothing was reserved. */
+  readonly ttlUs: number;
+  /** End of the reservation: nowUs + ttlUs + marginUs (counted until then). */
+  readonly expiryUs: number;
+  /** The region's share of the key at nowUs before the reservation (its bucket's + assignments'). */
+  readonly shareUnits: number;
+  readonly nowUs: number;
+}
+
+/**
+ * lua/assign_reserve.lua (token bucket only): reserves a quota assignment for
+ * an RLQS proxy (DESIGN §11) from now (the send) until now + ttl + the
+ * delivery margin, capped at D and cut to the share schedule. The rate is held
+ * as q ≤ ⌈rate·U/R⌉ ppm of share (with its capacity C·q/U), the burst beyond
+ * C·q/U as leased tokens; the burst leaves the bucket now. What fits is
+ * reserved: the largest share first, then the largest burst beside it, each
+ * fitted to now and to the schedule points a cut may not reach (up to now +
+ * margin, and before the superseded record's expiry); later drops cut the
+ * expiry. `supersedes` ("" for none) names the live assignment this one
+ * renews: min(q_old, q) of its share moves to the new record and its leased
+ * tokens grow to back its own burst. Nothing is counted: the proxy's usage
+ * reports are the admissions.
+ */
+export function reserveAssignment(
+  region: RegionState,
+  key: KeyState,
+  limit: KeyLimit,
+  timing: Timing,
+  assignmentId: string,
+  burst: number,
+  rate: number,
+  ttlUs: number,
+  marginUs: number,
+  nowUs: number,
+  supersedes = "",
+): AssignOutcome {
+  const live = loadBucket(region, key, limit, timing, nowUs);
+  const id = `q|${assignmentId}`;
+  const shareUnits = live.schedule.share + assignedAt(key.leases.values(), nowUs);
+  const C = limit.capacity;
+  const R = limit.refillPerSecond;
+  const U = SHARE_UNITS;
+  let expiryUs = nowUs + Math.min(ttlUs + marginUs, timing.loanDurationUs);
+  const oid = `q|${supersedes}`;
+  const held = supersedes !== "" && oid !== id ? key.leases.get(oid) : undefined;
+  const old =
+    held?.shareUnits !== undefined && held.expiryUs > nowUs && held.expiryUs <= expiryUs
+      ? { ...held, shareUnits: held.shareUnits }
+      : undefined;
+  const moved = (q: number): [number, number] => {
+    if (old === undefined) return [0, 0];
+    const m = Math.min(old.shareUnits, q);
+    let og =
+      old.burst !== undefined
+        ? Math.ceil(Math.max(0, old.burst - (C * (old.shareUnits - m)) / U))
+        : old.tokens + Math.ceil((C * m) / U);
+    if (og < old.tokens) og = old.tokens;
+    return [m, og - old.tokens];
+  };
+  const fits = (t: number, s: number, o: number, q: number, g: number): boolean => {
+    const [m, dg] = old !== undefined && t < old.expiryUs ? moved(q) : [0, 0];
+    return s + m - q >= 0 && (C * (s + m - q)) / U - o - dg - g >= 0;
+  };
+  const sched = live.schedule;
+  const fitsSized = (q: number, g: number): boolean => {
+    if (!fits(nowUs, sched.share, sched.outstanding, q, g)) return false;
+    for (const p of sched.next) {
+      if (p.atUs >= expiryUs) break;
+      const sized = p.atUs <= nowUs + marginUs || (old !== undefined && p.atUs < old.expiryUs);
+      if (p.atUs > nowUs && sized && !fits(p.atUs, p.share, p.outstanding, q, g)) return false;
+    }
+    return true;
+  };
+  const wq = rate > 0 && R > 0 ? Math.min(Math.ceil((rate * U) / R), U) : 0;
+  const q = largest(wq, (x) => fitsSized(x, 0));
+  let b = 0;
+  let g = 0;
+  if (q >= 0) {
+    const bmax = Math.max(0, Math.min(burst, Math.floor(live.tokens)));
+    // Whole tokens: leased amounts are integers (check.lua's fast path replies them as Redis integers).
+    const gOf = (x: number) => Math.ceil(Math.max(0, x - (C * q) / U));
+    b = largest(bmax, (x) => fitsSized(q, gOf(x)));
+    g = gOf(b);
+  }
+  // A token bucket of max_tokens 0 admits nothing, whatever its rate: refused.
+  let ok = !key.leases.has(id) && b > 0;
+  if (ok) {
+    for (const p of sched.next) {
+      if (p.atUs >= expiryUs) break;
+      if (p.atUs > nowUs && !fits(p.atUs, p.share, p.outstanding, q, g)) {
+        expiryUs = p.atUs;
+        break;
+      }
+    }
+    ok = expiryUs - marginUs > nowUs;
+  }
+  if (!ok) {
+    storeBucket(key, live, limit);
+    return { burst: 0, rate: 0, ttlUs: 0, expiryUs: nowUs, nowUs, shareUnits };
+  }
+  const granted = Math.min(rate, (R * q) / U);
+  live.tokens -= b;
+  if (old !== undefined) {
+    const [m, dg] = moved(q);
+    key.leases.set(oid, { ...old, tokens: old.tokens + dg, shareUnits: old.shareUnits - m });
+  }
+  key.leases.set(id, { tokens: g, expiryUs, shareUnits: q, burst: b });
+  applyShareChange(live, key, limit, timing, nowUs);
+  storeBucket(key, live, limit);
+  return { burst: b, rate: granted, ttlUs: expiryUs - marginUs - nowUs, expiryUs, nowUs, shareUnits };
+}
+
+/** Largest n in [0, hi] with ok(n) (ok true up to some n, then false); −1 when not even 0. */
+function largest(hi: number, ok: (n: number) => boolean): number {
+  if (!ok(0)) return -1;
+  let lo = 0;
+  let top = hi;
+  while (lo < top) {
+    const mid = Math.floor((lo + top + 1) / 2);
+    if (ok(mid)) lo = mid;
+    else top = mid - 1;
+  }
+  return lo;
 }
 
 /** Whether a bucket created now starts empty (DESIGN §4). */

@@ -1,15 +1,7 @@
+// The share schedule (src/reference/schedule.ts, lua/lib/schedule.lua): s(t) around loans, returns
+// and recovery, and the schedule of its real changes.
 import { describe, expect, it } from "vitest";
-import {
-  buildSchedule,
-  emptyLoanBook,
-  freshIncarnation,
-  newIncarnation,
-  parseMarker,
-  recoveryEndUs,
-  type ShareInputs,
-  shareAt,
-  shareBreakpoints,
-} from "../src/index.js";
+import { buildSchedule, emptyLoanBook, type ShareInputs, shareAt, shareBreakpoints } from "../src/index.js";
 
 const eps = 250;
 function inputs(): ShareInputs {
@@ -51,13 +43,5 @@ describe("s(t)", () => {
       [14_750, 900, 0],
       [20_250, 1000, 0],
     ]);
-  });
-});
-
-describe("incarnation marker", () => {
-  it("new incarnations are born now; a fresh cluster's at 0", () => {
-    expect(parseMarker(newIncarnation(123))).toEqual({ id: "123", bornUs: 123 });
-    expect(parseMarker(freshIncarnation(456))).toEqual({ id: "456", bornUs: 0 });
-    expect(recoveryEndUs(100, { epsilonUs: 10, loanDurationUs: 1000 })).toBe(1120);
   });
 });

@@ -1,7 +1,7 @@
 // What one region's Redis holds for one key, as plain data: the reference
 // model the Lua scripts implement (docs/internals.md key schema).
-import { emptyLoanBook, type LoanBook, type Schedule } from "./share.js";
-import type { LeaseHold } from "./types.js";
+import { emptyLoanBook, type LoanBook, type Schedule } from "./schedule.js";
+import type { LeaseHold } from "../types.js";
 
 /** `P:b` for the rate algorithms. */
 export interface BucketHash {

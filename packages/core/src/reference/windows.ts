@@ -3,9 +3,9 @@
 // what it admitted, so every window overlapping the recovery period
 // [born, born + D + 2ε) is treated as exhausted.
 import { ensureMarker } from "./bucket.js";
-import { parseMarker, recoveryEndUs } from "./marker.js";
+import { parseMarker, recoveryEndUs } from "./core.js";
 import type { KeyState, LogEntry, RegionState, WindowHash } from "./state.js";
-import { type KeyLimit, SHARE_UNITS, type Timing } from "./types.js";
+import { type KeyLimit, SHARE_UNITS, type Timing } from "../types.js";
 
 export interface WindowOutcome {
   readonly allowed: boolean;

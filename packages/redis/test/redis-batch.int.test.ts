@@ -2,7 +2,8 @@
 // lua/check_batch.lua) on real Redis: the same decisions as one call per check
 // in arrival order, a full batch sent at once and a partial one after its
 // bound, one error failing the whole batch, and no admission of a batch
-// answered before the batch is durable.
+// answered before the batch is durable. The region service's use of it (redis.batch)
+// is packages/limiter/test/redis-batch-service.int.test.ts.
 import { type RedisServer, startRedis, startReplica } from "@geoquota/testkit";
 import {
   createRedisStore,
@@ -14,10 +15,8 @@ import {
 } from "@geoquota/redis";
 import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { parsePolicies } from "@geoquota/config";
-import { startRegionService } from "../src/main.js";
 import type { KeyPolicy } from "@geoquota/core";
-import { policy, regionConfig, TIMING } from "../../redis/test/redis-helpers.js";
+import { policy, TIMING } from "./redis-helpers.js";
 
 let server: RedisServer;
 let redis: Redis;
@@ -231,68 +230,4 @@ describe("micro-batched checks, durability per batch", () => {
     const d = await storeOn(primary.client()).check(p, 0);
     expect(Math.floor(d.tokens)).toBe(6);
   });
-});
-
-interface Answer {
-  readonly allowed: boolean;
-  readonly degraded: boolean;
-  readonly failOpenBound?: unknown;
-}
-
-describe("micro-batched checks in the region service (redis.batch)", () => {
-  for (const failMode of ["closed", "open"] as const) {
-    it(`batches the service's checks; a Redis that stops answering sends every check of a batch to the degraded path (fail ${failMode}), as without batching`, async () => {
-      const own = await startRedis();
-      const policies = parsePolicies(
-        { default: { capacity: 100, refillPerSecond: 10 }, policies: [] },
-        "test-policies.json",
-      );
-      const start = (batch: boolean) =>
-        startRegionService({
-          config: regionConfig(
-            { url: own.url, timeoutMs: 200, ...(batch ? { batch: { maxChecks: 4, maxWaitUs: 1000 } } : {}) },
-            { failMode },
-          ),
-          policies,
-          port: 0,
-          fresh: true,
-        });
-      const batched = await start(true);
-      const single = await start(false);
-      const stats = own.client();
-      try {
-        const check = (url: string, i: number) =>
-          fetch(`${url}/v1/check`, {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify({ tenant: `svc_${failMode}_${i}`, resource: "api" }),
-          }).then(async (r) => (await r.json()) as Answer);
-        const four = (url: string) => Promise.all([0, 1, 2, 3].map((i) => check(url, i)));
-        await four(batched.url); // scripts loaded
-        const before = await evalshaCalls(stats);
-        const ok = await four(batched.url);
-        expect(ok.map((b) => [b.allowed, b.degraded])).toEqual(Array(4).fill([true, false]));
-        // Four checks, one script call (INFO is not an EVALSHA).
-        expect((await evalshaCalls(stats)) - before).toBe(1);
-        own.pause();
-        let down: Answer[][];
-        try {
-          down = await Promise.all([four(batched.url), four(single.url)]);
-        } finally {
-          own.resume();
-        }
-        // Closed: denied; open: the process's own fail-open bucket answers (it starts empty and
-        // refills with time, so what it admits is not compared, only that it answered).
-        const degraded = (b: Answer) =>
-          failMode === "open" ? [b.degraded, b.failOpenBound !== undefined] : [b.degraded, b.allowed];
-        const expected = Array(4).fill(failMode === "open" ? [true, true] : [true, false]);
-        expect(down[0]?.map(degraded)).toEqual(expected);
-        expect(down[1]?.map(degraded)).toEqual(expected);
-      } finally {
-        await batched.close();
-        await single.close();
-        await own.stop();
-      }
-    });
-  }
 });

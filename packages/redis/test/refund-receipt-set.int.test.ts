@@ -7,7 +7,7 @@
 import { refundedReceiptsKey } from "@geoquota/redis";
 import { describe, expect, it } from "vitest";
 import type { KeyPolicy } from "@geoquota/core";
-import { freshRegionPerFile, policy, sleep } from "../../redis/test/redis-helpers.js";
+import { freshRegionPerFile, policy, sleep } from "./redis-helpers.js";
 
 const fx = freshRegionPerFile();
 
@@ -34,14 +34,23 @@ async function replay(p: KeyPolicy, r: { id: string; expiresUs: number }) {
   return out.refunded ? "refunded" : out.reason;
 }
 
-/** The key's remaining TTL against what it must cover: [latest expiry − now, that + 2 ms]. */
+/**
+ * The key's remaining TTL against what it must cover: [latest expiry − now, that + 2 ms], with
+ * "now" bracketed by a Redis TIME before and after the PTTL (on a loaded machine the calls are
+ * milliseconds apart, and a TIME read only after the PTTL made the bound too tight).
+ */
 async function ttlCovers(
   key: string,
   latestExpiryUs: number,
 ): Promise<{ pttl: number; lo: number; hi: number }> {
+  const before = await redisNowUs();
   const pttl = await fx.redis.pttl(key);
-  const left = (latestExpiryUs - (await redisNowUs())) / 1000;
-  return { pttl, lo: Math.floor(left) - 1, hi: Math.ceil(left) + 2 };
+  const after = await redisNowUs();
+  return {
+    pttl,
+    lo: Math.floor((latestExpiryUs - after) / 1000) - 1,
+    hi: Math.ceil((latestExpiryUs - before) / 1000) + 2,
+  };
 }
 
 describe("the set of used refund receipts", () => {

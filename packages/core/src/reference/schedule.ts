@@ -7,7 +7,7 @@
 //
 // Every quantity is an integer (ppm, µs), so the Lua script computes the same
 // values bit for bit.
-import { type LeaseHold, type LoanEntry, SHARE_UNITS } from "./types.js";
+import { type LeaseHold, type LoanEntry, SHARE_UNITS } from "../types.js";
 
 /** The loan fields of `P:l` for one key (docs/internals.md). */
 export interface LoanBook {
@@ -31,7 +31,7 @@ export interface ShareInputs {
   readonly baseShare: number;
   readonly floorShare: number;
   readonly recoveryEndUs: number;
-  /** Recovery with leased mode: share 0 before this instant (marker.ts leaseHoldEndUs). */
+  /** Recovery with leased mode: share 0 before this instant (core.ts leaseHoldEndUs). */
   readonly holdEndUs: number;
   readonly epsilonUs: number;
   readonly book: LoanBook;
@@ -78,6 +78,18 @@ export function outstandingAt(leases: Iterable<LeaseHold>, t: number): number {
   let sum = 0;
   for (const l of leases) if (t < l.expiryUs) sum += l.tokens;
   return sum;
+}
+
+/** Share held by quota assignments still live at t (lua/lib/schedule.lua assigned_at). */
+export function assignedAt(leases: Iterable<LeaseHold>, t: number): number {
+  let sum = 0;
+  for (const l of leases) if (l.shareUnits !== undefined && t < l.expiryUs) sum += l.shareUnits;
+  return sum;
+}
+
+/** The bucket's own share at t: s(t) less what live assignments hold, never below 0 (slice_at). */
+export function sliceAt(inp: ShareInputs, leases: Iterable<LeaseHold>, t: number): number {
+  return Math.max(0, shareAt(inp, t) - assignedAt(leases, t));
 }
 
 /**
@@ -136,7 +148,7 @@ export interface Schedule {
 }
 
 export function buildSchedule(inp: ShareInputs, leases: readonly LeaseHold[], fromUs: number): Schedule {
-  const share = shareAt(inp, fromUs);
+  const share = sliceAt(inp, leases, fromUs);
   const outstanding = outstandingAt(leases, fromUs);
   const times = uniqueSortedWithin(
     [...shareBreakpoints(inp, fromUs), ...leaseBreakpoints(leases, fromUs)],
@@ -147,7 +159,7 @@ export function buildSchedule(inp: ShareInputs, leases: readonly LeaseHold[], fr
   let prevS = share;
   let prevO = outstanding;
   for (const t of times) {
-    const s = shareAt(inp, t);
+    const s = sliceAt(inp, leases, t);
     const o = outstandingAt(leases, t);
     if (s === prevS && o === prevO) continue;
     next.push({ atUs: t, share: s, outstanding: o });
@@ -155,4 +167,60 @@ export function buildSchedule(inp: ShareInputs, leases: readonly LeaseHold[], fr
     prevO = o;
   }
   return { share, outstanding, next };
+}
+
+// ---------------------------------------------------------------- pins
+
+// Process leases pin share (DESIGN §3): tokens handed to in-process clients
+// stay spendable until the lease expires, whatever happens to the share, so
+// no script may lower the share below what backs them. Per region, at every
+// instant t from now to the last lease expiry, with the share schedule as the
+// records stand:  outstanding(t) ≤ C·s(t)/U  (the bucket's own tokens are
+// clamped to C·s(t)/U − outstanding(t) at every piece, so then
+// outstanding + max(tokens, 0) ≤ C·s(t)/U too). Mirrors lua/lib/schedule.lua pins_hold.
+
+/**
+ * Whether the share schedule `inp` backs every lease outstanding at or after
+ * `nowUs`, checked at now and at every instant where the share or the leased
+ * amount changes before the last expiry (the order of the checks does not
+ * matter: all must hold).
+ */
+export function pinsHold(
+  inp: ShareInputs,
+  leases: readonly LeaseHold[],
+  capacity: number,
+  nowUs: number,
+): boolean {
+  let lastExpiryUs = Number.NEGATIVE_INFINITY;
+  for (const l of leases) if (l.expiryUs > nowUs && l.expiryUs > lastExpiryUs) lastExpiryUs = l.expiryUs;
+  if (lastExpiryUs === Number.NEGATIVE_INFINITY) return true;
+  // Quota assignments (DESIGN §11) hold share too: it backs them, so it is not the bucket's to lend.
+  const backed = (t: number) =>
+    (capacity * (shareAt(inp, t) - assignedAt(leases, t))) / SHARE_UNITS - outstandingAt(leases, t) >= 0;
+  if (!backed(nowUs)) return false;
+  for (const t of shareBreakpoints(inp, nowUs, lastExpiryUs))
+    if (t < lastExpiryUs && !backed(t)) return false;
+  for (const t of leaseBreakpoints(leases, nowUs, lastExpiryUs))
+    if (t < lastExpiryUs && !backed(t)) return false;
+  return true;
+}
+
+/**
+ * The per-region invariant as a number (for tests): the largest
+ * outstanding(t) − C·s(t)/U over now and every later change point of the
+ * schedule `inp` until the last lease expiry; ≤ 0 when the leases are backed.
+ */
+export function pinExcess(
+  inp: ShareInputs,
+  leases: readonly LeaseHold[],
+  capacity: number,
+  nowUs: number,
+): number {
+  const held = (t: number) => (capacity * (shareAt(inp, t) - assignedAt(leases, t))) / SHARE_UNITS;
+  let worst = outstandingAt(leases, nowUs) - held(nowUs);
+  for (const t of [...shareBreakpoints(inp, nowUs), ...leaseBreakpoints(leases, nowUs)]) {
+    const e = outstandingAt(leases, t) - held(t);
+    if (e > worst) worst = e;
+  }
+  return worst;
 }

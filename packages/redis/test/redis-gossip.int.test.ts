@@ -9,7 +9,7 @@ import {
   replidKey,
   shardOf,
 } from "@geoquota/redis";
-import { policy, TIMING } from "../../redis/test/redis-helpers.js";
+import { policy, TIMING } from "./redis-helpers.js";
 
 const fx = redisPerFile(initFreshRegion);
 
