@@ -26,13 +26,21 @@ interface Line {
 }
 
 /** One proxy: .bin/rlqs-client on `addr` deciding `rate` requests/s for `forMs`, its lines parsed. */
-async function proxy(addr: string, id: string, tenant: string, rate: number, forMs: number, epoch: number) {
+async function proxy(
+  addr: string,
+  id: string,
+  tenant: string,
+  rate: number,
+  forMs: number,
+  epoch: number,
+  extra: readonly string[] = [],
+) {
   const { stdout } = await run(
     join(repoRoot, ".bin/rlqs-client"),
     [
       ...["-addr", addr, "-domain", "geoquota", "-bucket", `tenant=${tenant},resource=api`],
       ...["-rate", String(rate), "-for", `${forMs}ms`, "-report", "500ms"],
-      ...["-epoch", String(epoch), "-id", id],
+      ...["-epoch", String(epoch), "-id", id, ...extra],
     ],
     { maxBuffer: 64 * 1024 * 1024 },
   );
@@ -65,7 +73,13 @@ beforeAll(async () => {
     configOverrides: {
       rls: {
         algorithm: "token_bucket",
-        rlqs: { assignmentTtlMs: 1500, deliveryMarginMs: 250, renewBeforeMs: 500, assignmentFraction: 0.25 },
+        rlqs: {
+          assignmentTtlMs: 1500,
+          deliveryMarginMs: 250,
+          renewBeforeMs: 500,
+          assignmentFraction: 0.25,
+          silentAfterMs: 2000,
+        },
       },
     },
   });
@@ -226,5 +240,39 @@ describe("RLQS on a 3-region cluster, through Envoy's generated Go types as the 
       expect(lines.some((l) => l.allowed === true && l.t_ms > restartedMs + 500)).toBe(true);
     }
     expect(all.some((l) => l.allowed === false)).toBe(true);
+  }, 60_000);
+
+  it("a proxy that stops reporting, its stream open: not renewed, its share goes to the one that reports, and the bound holds", async () => {
+    // us-east's two proxies over-demand rlqs_silent (C = 100, r = 100/s; 75/s each); one stops
+    // reporting at 3 s but keeps deciding (a hung proxy). Its last report is at 2.5 s, so from
+    // 4.5 s (silentAfterMs 2 s) its bucket is not renewed: its last assignment (TTL 1.5 s, sent
+    // at most 1 s before) runs out by ~6 s and it denies; the other proxy then asks for the whole
+    // share. Every admission of both counts in the exact oracle.
+    const epoch = Date.now();
+    const forMs = 12_000;
+    const east = cluster.regions[0]!;
+    const per = await Promise.all([
+      proxy(east.rls!, `${east.id}.silent`, "rlqs_silent", 75, forMs, epoch, ["-silent-after", "3s"]),
+      proxy(east.rls!, `${east.id}.1`, "rlqs_silent", 75, forMs, epoch),
+    ]);
+    const [silent, live] = per as [Line[], Line[]];
+    const all = per.flat();
+    expect(all.filter((l) => l.err !== undefined)).toEqual([]);
+    const v = checkGlobalBound(admissions(all), hot);
+    expect(v.ok, `worst interval ${JSON.stringify(v.worstInterval)}`).toBe(true);
+    // The hung proxy withheld its reports, admitted before, and got nothing after its last one
+    // ran out (a margin of 1 s for a loaded machine); the abandon at its stream's end aside.
+    expect(silent.some((l) => l.reason === "report_withheld")).toBe(true);
+    expect(silent.some((l) => l.allowed === true && l.t_ms < 3000)).toBe(true);
+    const lateAssign = silent.filter(
+      (l) => l.assignment !== undefined && l.assignment.kind !== "abandon" && l.t_ms > 6000,
+    );
+    expect(lateAssign, JSON.stringify(lateAssign.slice(0, 3))).toEqual([]);
+    expect(silent.filter((l) => l.allowed === true && l.t_ms > 7000).length).toBe(0);
+    // The reporting proxy holds more than the half it had: ≥ 60/s of its 75/s over the last 3 s.
+    const liveLate = live.filter(
+      (l) => l.allowed === true && l.t_ms >= forMs - 3000 && l.t_ms < forMs,
+    ).length;
+    expect(liveLate / 3).toBeGreaterThanOrEqual(60);
   }, 60_000);
 });

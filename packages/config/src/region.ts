@@ -84,6 +84,7 @@ const refundSchema = z
  * Assignments are sized from the proxy's reported demand (packages/rls/src/rlqs-sizing.ts) and
  * fitted by the script to what the slice has free; `assignmentFraction` is the part of the
  * region's base slice a bucket's first assignment asks for, before its proxy reported demand.
+ * A bucket not reported for `silentAfterMs` (or three of its reporting intervals) is not renewed.
  */
 const rlqsSchema = z
   .strictObject({
@@ -96,6 +97,7 @@ const rlqsSchema = z
       .max(1, "expected ≤ 1: a part of the region's base slice")
       .default(0.5),
     bucketsPerStreamMax: intIn(1, 100_000).default(1000),
+    silentAfterMs: intIn(100, 3_600_000).default(3000),
   })
   .refine((r) => r.renewBeforeMs < r.assignmentTtlMs, {
     message: "expected renewBeforeMs < assignmentTtlMs (the renewal is sent before the TTL ends)",

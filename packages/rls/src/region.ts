@@ -43,6 +43,7 @@ export async function startRegionRls(
           denyTtlMs: q.assignmentTtlMs,
           bucketsPerStreamMax: q.bucketsPerStreamMax,
           initialFraction: q.assignmentFraction,
+          silentAfterMs: q.silentAfterMs,
         });
   const server = await startRlsServer({
     service,

@@ -133,6 +133,12 @@ export interface RlqsOptions {
   readonly initialFraction: number;
   /** A proxy that denies gets a bigger assignment at once, but not more often than this. */
   readonly minReassignMs: number;
+  /**
+   * A bucket whose proxy sent no report for this long (or for three of its reporting intervals,
+   * if longer) is not renewed: its assignment runs out and its demand leaves the region's split,
+   * so a proxy that hangs with its stream open stops holding share. Its next report renews it.
+   */
+  readonly silentAfterMs: number;
 }
 
 export const RLQS_DEFAULTS: RlqsOptions = {
@@ -143,6 +149,7 @@ export const RLQS_DEFAULTS: RlqsOptions = {
   bucketsPerStreamMax: 1000,
   initialFraction: 0.5,
   minReassignMs: 250,
+  silentAfterMs: 3000,
 };
 
 const duration = (us: number): RlqsDuration => {
@@ -195,14 +202,21 @@ interface Bucket {
   readonly target: RlqsTarget;
   readonly demand: DemandEstimate;
   /** The assignment last sent (a token bucket), for the renewal to supersede. */
-  current?: {
-    readonly id: string;
-    readonly rate: number;
-    readonly askedAtMs: number;
-    readonly endsAtMs: number;
-  };
-  timer?: NodeJS.Timeout;
+  current?:
+    | {
+        readonly id: string;
+        readonly rate: number;
+        readonly askedAtMs: number;
+        readonly endsAtMs: number;
+      }
+    | undefined;
+  timer?: NodeJS.Timeout | undefined;
   n: number;
+  /** When the proxy last reported this bucket (performance.now() ms), and the interval it reported. */
+  lastReportAtMs: number;
+  reportEveryMs: number;
+  /** Not renewed (its proxy went silent): out of the fleet until it reports again. */
+  idle: boolean;
 }
 
 /**
@@ -290,6 +304,9 @@ class Session {
           target: this.backend.match(this.domain, bucketEntries(u.bucket_id)),
           demand: new DemandEstimate(),
           n: 0,
+          lastReportAtMs: performance.now(),
+          reportEveryMs: 0,
+          idle: false,
         };
         this.buckets.set(k, b);
         if (b.target.kind === "policy" && !this.closed) this.fleet.join(b.target, b);
@@ -301,6 +318,15 @@ class Session {
         throw new RlqsStreamError(`usage ${allowed} allowed, ${denied} denied: not counts`);
       if (b.target.kind !== "policy") continue;
       const elapsedUs = usOf(u.time_elapsed);
+      b.lastReportAtMs = performance.now();
+      if (!fresh.includes(b)) b.reportEveryMs = elapsedUs / 1000;
+      if (b.idle && !this.closed) {
+        // A silent proxy reports again: back in the split, and assigned now (its last one ran out).
+        b.idle = false;
+        b.current = undefined;
+        this.fleet.join(b.target, b);
+        if (!fresh.includes(b)) fresh.push(b);
+      }
       // A bucket's first report says when the proxy first needed it, not how fast: its interval
       // began before the bucket existed (a new bucket's demand is unknown until its next one).
       if (!fresh.includes(b)) b.demand.observe(allowed + denied, elapsedUs);
@@ -385,20 +411,32 @@ class Session {
   /** The next try of a bucket whose reservation was refused, `ms` from now. */
   private retry(b: Bucket, ms: number): void {
     if (b.timer !== undefined) clearTimeout(b.timer);
-    b.timer = setTimeout(
-      () => {
-        this.assign([b]).catch(this.onError);
-      },
-      Math.max(1, ms),
-    );
+    b.timer = setTimeout(() => this.renew(b), Math.max(1, ms));
   }
 
   private schedule(b: Bucket, ttlUs: number): void {
     if (b.timer !== undefined) clearTimeout(b.timer);
     const ms = Math.max(1, ttlUs / 1000 - this.o.renewBeforeMs);
-    b.timer = setTimeout(() => {
-      this.assign([b]).catch(this.onError);
-    }, ms);
+    b.timer = setTimeout(() => this.renew(b), ms);
+  }
+
+  /**
+   * A renewal, unless the bucket's proxy went silent (no report for silentAfterMs, or three of
+   * its reporting intervals): then nothing is sent, the assignment runs out (the proxy applies
+   * its expired-assignment behaviour: deny) and the bucket leaves the fleet, so its share goes to
+   * the proxies that report. Its reservation stays counted until it ends: a silent proxy may
+   * still be spending it.
+   */
+  private renew(b: Bucket): void {
+    b.timer = undefined;
+    if (this.closed) return;
+    const silentMs = Math.max(this.o.silentAfterMs, 3 * b.reportEveryMs);
+    if (b.target.kind === "policy" && performance.now() - b.lastReportAtMs > silentMs) {
+      b.idle = true;
+      this.fleet.leave(b.target, b);
+      return;
+    }
+    this.assign([b]).catch(this.onError);
   }
 
   /** Abandons every bucket (TTL 0), stops renewals; `end`: the server ends the stream. */
@@ -408,7 +446,7 @@ class Session {
     const actions: RlqsAction[] = [];
     for (const b of this.buckets.values()) {
       if (b.timer !== undefined) clearTimeout(b.timer);
-      if (b.target.kind === "policy") this.fleet.leave(b.target, b);
+      if (b.target.kind === "policy" && !b.idle) this.fleet.leave(b.target, b);
       actions.push({ bucket_id: b.id, abandon_action: {} });
     }
     if (end && this.stream.writable) {

@@ -327,3 +327,63 @@ it("a first report without a domain fails the stream with INVALID_ARGUMENT", asy
     await r.stop();
   }
 });
+
+it("a proxy that stops reporting is not renewed: its share goes to the proxy that reports, and its next report assigns it again", async () => {
+  const r = await rig({
+    assignmentTtlMs: 400,
+    deliveryMarginMs: 50,
+    renewBeforeMs: 150,
+    minReassignMs: 0,
+    silentAfterMs: 600,
+  });
+  try {
+    const b = r.stream();
+    r.call.write({ domain: "d", bucket_quota_usages: [usage(0, 0)] });
+    await r.next(1);
+    b.call.write({ domain: "d", bucket_quota_usages: [usage(0, 0)] });
+    await b.next(1);
+    const tick = () => new Promise((res) => setTimeout(res, 200));
+    // Both over-demand (75/s each against a slice of 50/s): they hold halves.
+    for (let k = 0; k < 5; k++) {
+      r.call.write({ domain: "d", bucket_quota_usages: [usage(5, 10)] });
+      b.call.write({ domain: "d", bucket_quota_usages: [usage(5, 10)] });
+      await tick();
+    }
+    // The first proxy goes silent, its stream open; the second keeps reporting.
+    for (let k = 0; k < 5; k++) {
+      b.call.write({ domain: "d", bucket_quota_usages: [usage(5, 10)] });
+      await tick();
+    }
+    const silentGot = r.got.length;
+    for (let k = 0; k < 4; k++) {
+      b.call.write({ domain: "d", bucket_quota_usages: [usage(5, 10)] });
+      await tick();
+    }
+    // Nothing more went to the silent proxy (its last assignment ran out), and the other one's
+    // asks are no longer halved: it asks for 95% of the region's share.
+    expect(r.got.length).toBe(silentGot);
+    const last = (stream: string) => r.asks.filter((a) => a.id.startsWith(`s${n}.${stream}.`)).at(-1);
+    expect(last("2")?.rate).toBeCloseTo(0.95 * 50, 6);
+    // Its next report is answered at once (a DENY_ALL while the other holds the share), and as
+    // both report the split is halved again: within a few renewals it holds a token bucket.
+    r.call.write({ domain: "d", bucket_quota_usages: [usage(0, 3)] });
+    await r.next(silentGot + 1);
+    const tokenBucket = () =>
+      r.got
+        .slice(silentGot)
+        .flatMap((m) => m.bucket_action)
+        .some(
+          (a) =>
+            "quota_assignment_action" in a && "token_bucket" in a.quota_assignment_action.rate_limit_strategy,
+        );
+    for (let k = 0; k < 10 && !tokenBucket(); k++) {
+      r.call.write({ domain: "d", bucket_quota_usages: [usage(0, 15)] });
+      b.call.write({ domain: "d", bucket_quota_usages: [usage(5, 10)] });
+      await tick();
+    }
+    expect(tokenBucket()).toBe(true);
+    b.call.end();
+  } finally {
+    await r.stop();
+  }
+});

@@ -3,7 +3,7 @@
 // type/v3) over grpc-go: a client nobody on the geoquota side wrote the wire code of.
 //
 //	rlqs-client -addr 127.0.0.1:7300 -domain D -bucket 'tenant=a,resource=api' \
-//	  -rate 50 -for 10s [-report 1s] [-epoch UNIX_MS] [-id name]
+//	  -rate 50 -for 10s [-report 1s] [-epoch UNIX_MS] [-id name] [-silent-after 3s]
 //
 // It opens StreamRateLimitQuotas, subscribes the bucket with a first (empty) report, then
 // reports num_requests_allowed/denied and time_elapsed every -report interval (> 100 ms, as
@@ -12,6 +12,9 @@
 // full at its receipt, or a blanket rule, until its assignment_time_to_live runs out; with no
 // live assignment (none yet, expired, abandoned) it denies: the fallback the design requires
 // of a proxy (no_assignment_behavior and expired_assignment_behavior deny).
+//
+// With -silent-after it acts as a proxy that hangs with its stream open: from then on it sends no
+// report (a line {"reason": "report_withheld"} per interval) and keeps deciding.
 //
 // When the stream breaks (a region restart) it keeps the assignment it holds until its TTL runs
 // out, as Envoy's filter does, and opens a new stream with a backoff (a line {"t_ms", "reason":
@@ -161,6 +164,7 @@ func main() {
 	during := flag.Duration("for", 5*time.Second, "how long requests are decided")
 	epochMs := flag.Int64("epoch", 0, "unix ms that t_ms counts from (0: the start)")
 	id := flag.String("id", "", "a name put on every line")
+	silentAfter := flag.Duration("silent-after", 0, "stop reporting this long after the start, stream open and deciding (0: never)")
 	flag.Parse()
 	if *addr == "" || *bucketFlag == "" {
 		fmt.Fprintln(os.Stderr, "usage: rlqs-client -addr host:port -bucket key=value[,...] [-rate N] [-for T] [-report I] [-epoch MS]")
@@ -168,6 +172,10 @@ func main() {
 	}
 	if *report <= 100*time.Millisecond {
 		fmt.Fprintf(os.Stderr, "rlqs-client: -report %v: the reporting interval must be above 100ms\n", *report)
+		os.Exit(2)
+	}
+	if *silentAfter < 0 {
+		fmt.Fprintln(os.Stderr, "rlqs-client: -silent-after must not be negative")
 		os.Exit(2)
 	}
 	if *rate <= 0 || *during <= 0 {
@@ -341,6 +349,9 @@ func main() {
 		}
 		return err
 	}
+	// A proxy that hangs (-silent-after): from then on nothing is reported, not even at the end,
+	// while it keeps deciding by the assignment it holds.
+	silent := func(now time.Time) bool { return *silentAfter > 0 && now.Sub(start) >= *silentAfter }
 	go func() {
 		defer close(reportsDone)
 		t := time.NewTicker(*report)
@@ -348,9 +359,19 @@ func main() {
 		for {
 			select {
 			case <-stopReports:
-				reportErr <- flush()
+				if silent(time.Now()) {
+					reportErr <- nil
+				} else {
+					reportErr <- flush()
+				}
 				return
-			case <-t.C:
+			case now := <-t.C:
+				if silent(now) {
+					mu.Lock()
+					emit(line{TMs: tMs(now), Reason: "report_withheld"})
+					mu.Unlock()
+					continue
+				}
 				_ = flush() // a failed report is kept for the next one
 			}
 		}
