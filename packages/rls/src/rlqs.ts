@@ -217,6 +217,8 @@ interface Bucket {
   reportEveryMs: number;
   /** Not renewed (its proxy went silent): out of the fleet until it reports again. */
   idle: boolean;
+  /** Called when a reservation on the key saw the region's share grow (Fleet.noteShare). */
+  readonly onShareRise: () => void;
 }
 
 /**
@@ -248,8 +250,17 @@ class Fleet {
     if (e.buckets.size === 0) this.byKey.delete(k);
   }
 
-  noteShare(t: RlqsPolicyTarget, shareUnits: number): void {
-    this.entry(t).shareUnits = shareUnits;
+  /**
+   * The region's share as a reservation saw it. A rise of a tenth or more is pushed to the key's
+   * other proxies (each decides whether it wants more): with no report asking, a proxy held back
+   * by the old share gets the new one at once, not at its renewal.
+   */
+  noteShare(t: RlqsPolicyTarget, shareUnits: number, from: Bucket): void {
+    const e = this.entry(t);
+    const before = e.shareUnits;
+    e.shareUnits = shareUnits;
+    if (before === undefined || !(shareUnits > before * 1.1)) return;
+    for (const b of e.buckets) if (b !== from) b.onShareRise();
   }
 
   ask(t: RlqsPolicyTarget, b: Bucket, l: RlqsLimits, initialFraction: number): RlqsAskSize {
@@ -299,7 +310,7 @@ class Session {
       if (b === undefined) {
         if (this.buckets.size >= this.o.bucketsPerStreamMax)
           throw new RlqsStreamError(`more than ${this.o.bucketsPerStreamMax} buckets on one stream`);
-        b = {
+        const created: Bucket = {
           id: u.bucket_id,
           target: this.backend.match(this.domain, bucketEntries(u.bucket_id)),
           demand: new DemandEstimate(),
@@ -307,7 +318,9 @@ class Session {
           lastReportAtMs: performance.now(),
           reportEveryMs: 0,
           idle: false,
+          onShareRise: () => this.pushOnShareRise(created),
         };
+        b = created;
         this.buckets.set(k, b);
         if (b.target.kind === "policy" && !this.closed) this.fleet.join(b.target, b);
         fresh.push(b);
@@ -334,6 +347,19 @@ class Session {
       if (!fresh.includes(b) && this.needsMore(b, denied) && !more.includes(b)) more.push(b);
     }
     if (fresh.length > 0 || more.length > 0) await this.assign([...fresh, ...more], new Set(more));
+  }
+
+  /**
+   * The region's share grew (another reservation on the key saw it): a proxy whose ask is now
+   * clearly more than it holds gets a bigger assignment at once (at most every minReassignMs).
+   */
+  private pushOnShareRise(b: Bucket): void {
+    if (this.closed || b.idle || b.target.kind !== "policy" || b.current === undefined) return;
+    if (performance.now() - b.current.askedAtMs < this.o.minReassignMs) return;
+    const l = this.backend.limits(b.target);
+    if (l === undefined) return;
+    if (!(this.fleet.ask(b.target, b, l, this.o.initialFraction).rate > b.current.rate * 1.1)) return;
+    this.assign([b], new Set([b])).catch(this.onError);
   }
 
   /** A proxy denying with an assignment clearly below its demand gets a bigger one now (a push). */
@@ -374,7 +400,7 @@ class Session {
         this.o.assignmentTtlMs * 1000,
         this.o.deliveryMarginMs * 1000,
       );
-      if (g.shareUnits !== undefined) this.fleet.noteShare(b.target, g.shareUnits);
+      if (g.shareUnits !== undefined) this.fleet.noteShare(b.target, g.shareUnits, b);
       if (g.blanket !== undefined) {
         // The key needs no reservation (a list decides it): asked again like any assignment.
         actions.push(blanketAction(b.id, g.blanket, this.o.assignmentTtlMs * 1000));

@@ -104,7 +104,7 @@ async function rig(opts: Partial<RlqsOptions>, reserveDelayMs = 0) {
     await new Promise<void>((r) => g.tryShutdown(() => r()));
   };
   const leases = () => redis.hgetall(`gq:{s${shardOf(p.tenant)}}:${p.tenant}:api:k`);
-  return { svc, call, next, ended, stop, reports, leases, got, asks, stream, control };
+  return { svc, policy: p, call, next, ended, stop, reports, leases, got, asks, stream, control };
 }
 
 const bucket = {
@@ -382,6 +382,57 @@ it("a proxy that stops reporting is not renewed: its share goes to the proxy tha
       await tick();
     }
     expect(tokenBucket()).toBe(true);
+    b.call.end();
+  } finally {
+    await r.stop();
+  }
+});
+
+it("a share that grows is pushed at once to a proxy that wants more, with no report asking", async () => {
+  const r = await rig({
+    assignmentTtlMs: 2500,
+    deliveryMarginMs: 50,
+    renewBeforeMs: 200,
+    minReassignMs: 0,
+    silentAfterMs: 10_000,
+  });
+  try {
+    r.call.write({ domain: "d", bucket_quota_usages: [usage(0, 0)] });
+    await r.next(1);
+    // 75/s wanted: pushed up to 95% of the region's share (47.5/s of its 50/s).
+    r.call.write({ domain: "d", bucket_quota_usages: [usage(5, 10)] });
+    await r.next(2);
+    expect(r.asks[1]).toMatchObject({ rate: 0.95 * 50 });
+    // The region borrows 400,000 ppm (its share 90%); the proxy reports nothing more. Another
+    // proxy's first reservation on the key sees the grown share, and the first proxy is pushed
+    // a bigger assignment then (its renewal is 2 s away).
+    const [sec, usec] = await redis.time();
+    const deadline = Number(sec) * 1e6 + Number(usec) + 2_900_000;
+    const a = args(r.policy);
+    await bindScripts(redis).call("loanMerge", a.keys, [
+      "eu",
+      ...a.policyArgv,
+      1,
+      "us",
+      400_000,
+      deadline,
+      1,
+      0,
+    ]);
+    // The borrowed capacity fills at the key's rate: the bursts need whole tokens in the bucket.
+    await new Promise((res) => setTimeout(res, 300));
+    const b = r.stream();
+    const t0 = performance.now();
+    b.call.write({ domain: "d", bucket_quota_usages: [usage(0, 0)] });
+    await b.next(1);
+    const m = await r.next(3);
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(r.asks[3]).toMatchObject({ supersedes: `s${n}.1.2` });
+    expect(r.asks[3]?.rate).toBeGreaterThan(0.95 * 50 * 1.1);
+    const tb = (m.bucket_action[0] as { quota_assignment_action: { rate_limit_strategy: unknown } })
+      .quota_assignment_action.rate_limit_strategy as { token_bucket: { fill_interval: { nanos: number } } };
+    // More than the 47.5/s it held (a token every ~21 ms).
+    expect(tb.token_bucket.fill_interval.nanos).toBeLessThan(20_000_000);
     b.call.end();
   } finally {
     await r.stop();
