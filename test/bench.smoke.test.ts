@@ -38,6 +38,7 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
     "peers",
     "degraded",
     "footprint",
+    "rlqsPath",
     "rows",
   ]) {
     expect(report[section], section).toBeDefined();
@@ -66,6 +67,12 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
     };
     peers: {
       runs: { system: string; error?: string; whole?: { sent: number }; partition?: { sent: number } }[];
+    };
+    rlqsPath: {
+      local: { decisions: number };
+      rls: { rate: number; decisionsPerSecond: number; errors: number; denied: number }[];
+      steady: { proxies: { received: number }[]; errors: number };
+      hot: { admittedEachSecond: number[]; errors: number };
     };
   };
   expect(r.redisPath.geoquota.decisions).toBeGreaterThan(0);
@@ -104,7 +111,22 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 300_
       expect(x.partition?.sent, x.system).toBeGreaterThan(0);
     } else expect(x.error.length, x.system).toBeGreaterThan(0);
   }
+  // The RLQS section: the local bucket decided, the RLS answered at 1k/s and flat out (every
+  // decision an admission), each steady proxy got an assignment, the hot region admitted, and
+  // no .bin/rlqs-client reported an error.
+  const q = r.rlqsPath;
+  expect(q.local.decisions).toBeGreaterThan(0);
+  expect(q.rls.map((x) => x.rate)).toEqual([1000, 0]);
+  for (const x of q.rls) {
+    expect(x.decisionsPerSecond, `rls@${x.rate}`).toBeGreaterThan(0);
+    expect([x.errors, x.denied], `rls@${x.rate}`).toEqual([0, 0]);
+  }
+  expect(q.steady.proxies.length).toBe(2);
+  for (const p of q.steady.proxies) expect(p.received).toBeGreaterThan(0);
+  expect(q.hot.admittedEachSecond.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+  expect([q.steady.errors, q.hot.errors]).toEqual([0, 0]);
   expect(printed).toContain("7 rls (gRPC) beside http");
+  expect(printed).toContain("11 rlqs local bucket beside rls");
   expect(printed).toContain("10 peers, partition");
   expect(printed).toContain("| section");
 });

@@ -7,6 +7,13 @@ export { benchMemory, type MemoryResult, type MemoryRow } from "./memory.js";
 export { benchPeers, type PeerRun, type PeersResult, peersRows, type StartPeersCluster } from "./peers.js";
 export { ensurePeer, PEER_MODULES, type PeerBinary, type PeerName } from "./peers-build.js";
 export { benchRedisPath, type PathFigures, type RedisPathResult } from "./redis-path.js";
+export {
+  benchRlqsPath,
+  type RlqsCluster,
+  type RlqsPathResult,
+  rlqsRows,
+  type StartRlqsCluster,
+} from "./rlqs-path.js";
 export { benchRlsPath, type RlsPathResult, type RlsRatio, type RlsRun } from "./rls-path.js";
 export {
   type BenchReport,

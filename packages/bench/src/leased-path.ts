@@ -79,7 +79,7 @@ export interface LeasedPathResult {
   readonly variants: LeasedVariant[];
 }
 
-interface Run {
+export interface Run {
   readonly ops: number;
   readonly elapsedMs: number;
   readonly hist: Histogram;
@@ -93,8 +93,9 @@ const WORKERS = 64;
  * without awaiting when it can (the leased hot path is synchronous); `slow`
  * is awaited otherwise. Loops yield every 256 decisions so socket replies
  * (prefetched leases) and timers get their turn, as they would between requests.
+ * Also section 11's local RLQS bucket (its stream's messages get those turns).
  */
-async function loop(
+export async function loop(
   durationMs: number,
   syncTake: ((i: number) => boolean) | undefined,
   slow: (i: number) => Promise<unknown>,
@@ -122,7 +123,7 @@ async function loop(
   return { ops: hist.count, elapsedMs: performance.now() - start, hist };
 }
 
-function summary(runs: Run[]): InProcessFigures {
+export function summary(runs: Run[]): InProcessFigures {
   const hist = new Histogram();
   let ops = 0;
   let ms = 0;

@@ -7,10 +7,10 @@
 // drift in the machine's load lands on both. Ratios are gRPC ÷ HTTP; nothing here is
 // asserted (the machine is shared).
 import { fileURLToPath } from "node:url";
-import { parsePolicies, parseRegionConfig } from "@geoquota/config";
+import { parsePolicies, parseRegionConfig, type RegionConfig } from "@geoquota/config";
 import { initFreshRegion, startRegionService } from "@geoquota/limiter";
 import type { RedisServer } from "@geoquota/procs";
-import { startRegionRls } from "@geoquota/rls";
+import { type RegionRls, startRegionRls } from "@geoquota/rls";
 import { runChild } from "./child-runner.js";
 import { autocannon, FIXED_RATES } from "./http-path.js";
 import { BENCH_REGION, KEYS } from "./policies.js";
@@ -52,7 +52,7 @@ export interface RlsPathResult {
   readonly grpcP99At5kMs: number;
 }
 
-interface GrpcOutput {
+export interface GrpcOutput {
   requests: number;
   ok: number;
   overLimit: number;
@@ -62,7 +62,8 @@ interface GrpcOutput {
   latenciesMs: { p50: number; p99: number; p999: number };
 }
 
-function grpcLoad(address: string, rate: number, durationS: number): Promise<GrpcOutput> {
+/** Section 7's gRPC generator (grpc-runner.mjs) against `address` for `durationS`. */
+export function grpcLoad(address: string, rate: number, durationS: number): Promise<GrpcOutput> {
   return runChild<GrpcOutput>(
     "gRPC runner",
     RUNNER,
@@ -73,7 +74,24 @@ function grpcLoad(address: string, rate: number, durationS: number): Promise<Grp
 
 const safeRatio = (a: number, b: number) => (b > 0 ? a / b : 0);
 
-export async function benchRlsPath(server: RedisServer, budget: Budget): Promise<RlsPathResult> {
+export interface RlsRegion {
+  /** The region's HTTP base URL. */
+  readonly url: string;
+  /** Its config as parsed (defaults filled in). */
+  readonly config: RegionConfig;
+  readonly rls: RegionRls;
+  close(): Promise<void>;
+}
+
+/**
+ * One region as `geoquota region` runs it, with its RLS listening on loopback (section 11 adds
+ * `rls.rlqs` through `rls`). Every key falls to the default policy, high enough that every check
+ * is an admission, unless `policies` names it.
+ */
+export async function startRlsRegion(
+  server: RedisServer,
+  o: { readonly rls?: Record<string, unknown>; readonly policies?: readonly unknown[] } = {},
+): Promise<RlsRegion> {
   const redis = server.client();
   await initFreshRegion(redis);
   redis.disconnect();
@@ -90,13 +108,15 @@ export async function benchRlsPath(server: RedisServer, budget: Budget): Promise
       sharedSecret: "bench-shared-secret-0123456789",
       adminToken: "bench-admin-token-0123456789",
       logLevel: "warn",
-      rls: { listen: { host: "127.0.0.1", port: 0 } },
+      rls: { listen: { host: "127.0.0.1", port: 0 }, ...o.rls },
     },
     { file: "bench-region.json", env: {} },
   );
-  // Every key falls to the default policy, high enough that every check is an admission.
   const policies = parsePolicies(
-    { default: { algorithm: "token_bucket", capacity: 1e9, refillPerSecond: 1e9 } },
+    {
+      default: { algorithm: "token_bucket", capacity: 1e9, refillPerSecond: 1e9 },
+      ...(o.policies !== undefined ? { policies: o.policies } : {}),
+    },
     "bench-policies.json",
     [BENCH_REGION],
   );
@@ -105,7 +125,24 @@ export async function benchRlsPath(server: RedisServer, budget: Budget): Promise
     await region.close();
     throw err;
   });
-  if (rls === undefined) throw new Error("bench: the region config has rls, yet no RLS started");
+  if (rls === undefined) {
+    await region.close();
+    throw new Error("bench: the region config has rls, yet no RLS started");
+  }
+  return {
+    url: region.url,
+    config,
+    rls,
+    close: async () => {
+      await rls.server.close();
+      await region.close();
+    },
+  };
+}
+
+export async function benchRlsPath(server: RedisServer, budget: Budget): Promise<RlsPathResult> {
+  const region = await startRlsRegion(server);
+  const rls = region.rls;
   const durationS = Math.max(1, Math.round(budget.runMs / 1000));
   const runs: RlsRun[] = [];
   try {
@@ -149,7 +186,6 @@ export async function benchRlsPath(server: RedisServer, budget: Budget): Promise
       await once("grpc", rate);
     }
   } finally {
-    await rls.server.close();
     await region.close();
   }
   const find = (path: RlsRun["path"], rate: number) => runs.find((r) => r.path === path && r.rate === rate);

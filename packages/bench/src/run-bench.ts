@@ -13,6 +13,7 @@ import { describeMachine, type Machine } from "./machine.js";
 import { benchMemory, type MemoryResult } from "./memory.js";
 import { benchPeers, type PeersResult, peersRows, type StartPeersCluster } from "./peers.js";
 import { benchRedisPath, type RedisPathResult } from "./redis-path.js";
+import { benchRlqsPath, type RlqsPathResult, rlqsRows, type StartRlqsCluster } from "./rlqs-path.js";
 import { benchRlsPath, type RlsPathResult } from "./rls-path.js";
 import {
   crdtRows,
@@ -35,7 +36,7 @@ export interface RunBenchOptions {
   readonly outPath: string;
   readonly write: Write;
   /** The CLI's local-cluster orchestrator (injected: the bench package does not depend on the CLI). */
-  readonly startCluster: StartPeersCluster;
+  readonly startCluster: StartPeersCluster & StartRlqsCluster;
   /** Only these sections (SECTIONS names); absent or empty: all. */
   readonly sections?: readonly string[];
 }
@@ -52,6 +53,7 @@ export const SECTIONS = [
   "degraded",
   "footprint",
   "peers",
+  "rlqs",
 ] as const;
 export type SectionName = (typeof SECTIONS)[number];
 
@@ -81,6 +83,7 @@ export interface BenchReport {
   readonly peers?: PeersResult;
   readonly degraded?: DegradedResult;
   readonly footprint?: FootprintResult;
+  readonly rlqsPath?: RlqsPathResult;
   readonly rows: Row[];
 }
 
@@ -145,6 +148,9 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
   const peers = await section("peers", "10 peers (gubernator, envoyproxy/ratelimit) under a partition", () =>
     benchPeers(o.startCluster, budget),
   );
+  const rlqsPath = await section("rlqs", "11 rlqs local bucket beside rls, assignments, a hot region", () =>
+    withRedis((s) => benchRlqsPath(s, o.startCluster, { ...budget, runMs: o.smoke ? 1000 : 5000 })),
+  );
   const rows = [
     ...(redisPath ? redisRows(redisPath) : []),
     ...(httpPath ? httpRows(httpPath) : []),
@@ -156,6 +162,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(degraded ? degradedRows(degraded) : []),
     ...(footprint ? footprintRows(footprint) : []),
     ...(peers ? peersRows(peers) : []),
+    ...(rlqsPath ? rlqsRows(rlqsPath) : []),
   ];
   const report: BenchReport = {
     mode: o.smoke ? "smoke" : "full",
@@ -172,6 +179,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(degraded ? { degraded } : {}),
     ...(footprint ? { footprint } : {}),
     ...(peers ? { peers } : {}),
+    ...(rlqsPath ? { rlqsPath } : {}),
     rows,
   };
   const out = resolve(o.outPath);
