@@ -92,7 +92,8 @@ export const RLQS_ASSIGNED_PART = 0.95;
  * The ask of one of several proxies on one key: askSize, capped at its part of the region's share
  * by demand (RLQS_ASSIGNED_PART of the share's rate × its demand / the demand of all the region's
  * proxies on the key), so the first to ask does not take what the others need. `shareUnits`: the
- * region's share as the last reservation saw it (undefined before one).
+ * region's share as the last reservation saw it (undefined before one). `peers`: the region's
+ * proxies on the key, this one included (a first ask is divided by them).
  */
 export function fairAskSize(
   l: RlqsLimits,
@@ -100,8 +101,20 @@ export function fairAskSize(
   totalDemandPerSecond: number,
   shareUnits: number | undefined,
   initialFraction: number,
+  peers = 1,
 ): RlqsAskSize {
   const a = askSize(l, demandPerSecond, initialFraction);
+  if (demandPerSecond === undefined) {
+    // A first ask (no demand known): at most its part of RLQS_ASSIGNED_PART of the base slice,
+    // divided by the region's proxies on the key, so proxies that start together leave the
+    // bucket the refill their renewals' bursts need (else the renewals are refused until the
+    // first assignments end, and the proxies deny meanwhile).
+    if (!(l.rate > 0)) return a;
+    const first = (RLQS_ASSIGNED_PART * l.sliceRate) / Math.max(1, peers);
+    if (a.rate <= first) return a;
+    const rate = Math.max(first, l.sliceRate * RLQS_MIN_SLICE_FRACTION);
+    return { rate, burst: burstOf(l, rate) };
+  }
   if (
     demandPerSecond === undefined ||
     shareUnits === undefined ||

@@ -267,7 +267,7 @@ class Fleet {
     const e = this.entry(t);
     let total = 0;
     for (const x of e.buckets) total += x.demand.perSecond ?? 0;
-    return fairAskSize(l, b.demand.perSecond, total, e.shareUnits, initialFraction);
+    return fairAskSize(l, b.demand.perSecond, total, e.shareUnits, initialFraction, e.buckets.size);
   }
 }
 

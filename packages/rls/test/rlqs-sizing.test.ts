@@ -6,6 +6,8 @@ import { describe, expect, it } from "vitest";
 import {
   askSize,
   DemandEstimate,
+  fairAskSize,
+  RLQS_ASSIGNED_PART,
   RLQS_BURST_SECONDS,
   RLQS_DEMAND_HEADROOM,
   RLQS_MIN_SLICE_FRACTION,
@@ -67,5 +69,23 @@ describe("wantsMore", () => {
     expect(wantsMore(0, 10, 100)).toBe(false);
     expect(wantsMore(3, 10, 10.5)).toBe(false);
     expect(wantsMore(3, 10, 11.5)).toBe(true);
+  });
+});
+
+describe("fairAskSize", () => {
+  it("divides a first ask among the region's proxies on the key, leaving the bucket a part for the bursts", () => {
+    // Alone, the initial fraction (25/s of the base slice's 50/s); with two, each at most half of
+    // 95% of the slice (23.75/s); initialFraction 1 alone: 95% of the slice, never all of it.
+    expect(fairAskSize(L, undefined, 0, undefined, 0.5, 1)).toEqual({ rate: 25, burst: 1 });
+    expect(fairAskSize(L, undefined, 0, undefined, 0.5, 2).rate).toBeCloseTo(RLQS_ASSIGNED_PART * 25, 9);
+    expect(fairAskSize(L, undefined, 0, undefined, 1, 1).rate).toBeCloseTo(RLQS_ASSIGNED_PART * 50, 9);
+    fc.assert(
+      fc.property(fc.double({ min: 0.01, max: 1, noNaN: true }), fc.integer({ min: 1, max: 50 }), (f, n) => {
+        const sum = n * fairAskSize(L, undefined, 0, undefined, f, n).rate;
+        return (
+          sum <= Math.max(RLQS_ASSIGNED_PART * L.sliceRate, n * L.sliceRate * RLQS_MIN_SLICE_FRACTION) + 1e-9
+        );
+      }),
+    );
   });
 });
