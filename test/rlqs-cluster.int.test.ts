@@ -209,7 +209,8 @@ describe("RLQS on a 3-region cluster, through Envoy's generated Go types as the 
     // reservations are in us-east's Redis, which the kill does not touch), open a new stream,
     // and get new assignments; the other regions trickle on. Σ ≤ C + r·T over every interval.
     const epoch = Date.now();
-    const forMs = 10_000;
+    // Long enough for a restart on a loaded machine (seconds) and the reconnect after it.
+    const forMs = 14_000;
     const killAt = 3000;
     const [east, west, south] = cluster.regions as [
       Cluster["regions"][number],

@@ -41,6 +41,7 @@ import (
 	rlqs "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -208,7 +209,15 @@ func main() {
 		}
 	}
 
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Reconnects as a proxy does, within a second of the server being back: grpc-go's default
+	// connection backoff (1 s growing ×1.6 to 120 s) would leave a proxy whose region restarted
+	// slowly without a stream for many seconds; Envoy's gRPC clients retry within about a second.
+	conn, err := grpc.NewClient(*addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		}))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rlqs-client:", err)
 		os.Exit(1)
