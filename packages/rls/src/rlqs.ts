@@ -228,8 +228,12 @@ interface Bucket {
 class Fleet {
   private readonly byKey = new Map<string, { readonly buckets: Set<Bucket>; shareUnits?: number }>();
 
+  private static keyOf(t: RlqsPolicyTarget): string {
+    return `${t.tenant}\u0000${t.resource}`;
+  }
+
   private entry(t: RlqsPolicyTarget) {
-    const k = `${t.tenant}\u0000${t.resource}`;
+    const k = Fleet.keyOf(t);
     let e = this.byKey.get(k);
     if (e === undefined) {
       e = { buckets: new Set() };
@@ -243,7 +247,7 @@ class Fleet {
   }
 
   leave(t: RlqsPolicyTarget, b: Bucket): void {
-    const k = `${t.tenant}\u0000${t.resource}`;
+    const k = Fleet.keyOf(t);
     const e = this.byKey.get(k);
     if (e === undefined) return;
     e.buckets.delete(b);
@@ -300,8 +304,8 @@ class Session {
     } else if (r.domain !== "" && r.domain !== this.domain) {
       throw new RlqsStreamError(`domain ${JSON.stringify(r.domain)} after ${JSON.stringify(this.domain)}`);
     }
-    const fresh: Bucket[] = [];
-    const more: Bucket[] = [];
+    const fresh = new Set<Bucket>();
+    const more = new Set<Bucket>();
     for (const u of r.bucket_quota_usages) {
       if (u.bucket_id === null || u.bucket_id.bucket.length === 0)
         throw new RlqsStreamError("a usage report without a bucket_id");
@@ -323,7 +327,7 @@ class Session {
         b = created;
         this.buckets.set(k, b);
         if (b.target.kind === "policy" && !this.closed) this.fleet.join(b.target, b);
-        fresh.push(b);
+        fresh.add(b);
       }
       const allowed = Number(u.num_requests_allowed);
       const denied = Number(u.num_requests_denied);
@@ -332,21 +336,21 @@ class Session {
       if (b.target.kind !== "policy") continue;
       const elapsedUs = usOf(u.time_elapsed);
       b.lastReportAtMs = performance.now();
-      if (!fresh.includes(b)) b.reportEveryMs = elapsedUs / 1000;
+      if (!fresh.has(b)) b.reportEveryMs = elapsedUs / 1000;
       if (b.idle && !this.closed) {
         // A silent proxy reports again: back in the split, and assigned now (its last one ran out).
         b.idle = false;
         b.current = undefined;
         this.fleet.join(b.target, b);
-        if (!fresh.includes(b)) fresh.push(b);
+        fresh.add(b);
       }
       // A bucket's first report says when the proxy first needed it, not how fast: its interval
       // began before the bucket existed (a new bucket's demand is unknown until its next one).
-      if (!fresh.includes(b)) b.demand.observe(allowed + denied, elapsedUs);
+      if (!fresh.has(b)) b.demand.observe(allowed + denied, elapsedUs);
       if (allowed > 0 || denied > 0) await this.backend.report(b.target, allowed, denied, elapsedUs);
-      if (!fresh.includes(b) && this.needsMore(b, denied) && !more.includes(b)) more.push(b);
+      if (!fresh.has(b) && !more.has(b) && this.needsMore(b, denied)) more.add(b);
     }
-    if (fresh.length > 0 || more.length > 0) await this.assign([...fresh, ...more], new Set(more));
+    if (fresh.size > 0 || more.size > 0) await this.assign([...fresh, ...more], more);
   }
 
   /**
