@@ -56,6 +56,7 @@ describe("region config rls.rlqs", () => {
       renewBeforeMs: 500,
       assignmentFraction: 0.5,
       bucketsPerStreamMax: 1000,
+      silentAfterMs: 3000,
     });
   });
 
@@ -73,6 +74,7 @@ describe("region config rls.rlqs", () => {
       /rls\.rlqs\.assignmentTtlMs.*lease\.loanDurationMs \(D\) = 3000/,
     );
     expect(() => parse({ rls: { ...tb, rlqs: { ttlMs: 1 } } })).toThrow(/rls\.rlqs.*ttlMs/);
+    expect(() => parse({ rls: { ...tb, rlqs: { silentAfterMs: 50 } } })).toThrow(/rls\.rlqs\.silentAfterMs/);
   });
 });
 
