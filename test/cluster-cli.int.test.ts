@@ -132,6 +132,9 @@ describe("geoquota cluster --json", () => {
           10_000,
         );
       } finally {
+        // A failed assertion before `spawned` was taken: take it now, before the CLI is killed,
+        // or its processes outlive the test (reparented to init) and load the rest of the run.
+        if (spawned.length === 0 && child.exitCode === null) spawned = descendants(child.pid!);
         if (child.exitCode === null) child.kill("SIGKILL");
         for (const p of spawned) if (alive(p)) process.kill(p, "SIGKILL");
         if (logDir !== undefined) rmSync(logDir, { recursive: true, force: true });
