@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import {
   checkFailClosed,
   checkShareSum,
+  clockStepWindows,
   convergenceAfter,
   convergenceLateness,
   quietFrom,
@@ -75,6 +76,51 @@ describe("Σ shares ≤ U", () => {
     expect(checkShareSum(samples, 3, { maxSpreadMs: 30 }).ok).toBe(false);
   });
 
+  it("does not check groups in a window after a clock step, and keeps the largest sums", () => {
+    // Soak seed 2630: a lender's clock stepped ahead freed a loan's reservation early.
+    const samples = [
+      sample(0, 100, 200_000),
+      sample(1, 105, 110_000),
+      sample(2, 110, 720_000),
+      sample(0, 5000, 300_000),
+      sample(1, 5005, 350_000),
+      sample(2, 5010, 400_000),
+    ];
+    const all = checkShareSum(samples, 3, { maxSpreadMs: 30 });
+    expect(all.ok).toBe(false);
+    expect(all.violations[0]!.sumPpm).toBe(1_050_000);
+    const v = checkShareSum(samples, 3, { maxSpreadMs: 30, unclaimed: [{ fromMs: 50, toMs: 200 }] });
+    expect(v.groupsExcluded).toBe(3);
+    expect(v.violations.map((x) => x.sumPpm)).toEqual([1_050_000, 1_050_000, 1_050_000]);
+    const none = checkShareSum(samples, 3, {
+      maxSpreadMs: 30,
+      unclaimed: [
+        { fromMs: 50, toMs: 200 },
+        { fromMs: 4990, toMs: 5100 },
+      ],
+    });
+    expect(none.ok).toBe(true);
+    expect(none.groupsChecked).toBe(0);
+  });
+
+  it("opens a window after each clock step and step back, and after nothing else", () => {
+    const config = { lease: { epsilonMs: 250, loanDurationMs: 3000 }, gossip: { round: { maxMs: 500 } } };
+    const windows = clockStepWindows(
+      [
+        { fault: { clockStepMs: -900 }, injectedMs: 10_000, healedMs: 14_000 },
+        { fault: {}, injectedMs: 20_000, healedMs: 25_000 },
+        { fault: { clockStepMs: 700 }, injectedMs: 30_000, healedMs: Number.NaN },
+      ],
+      config,
+    );
+    // D + |step| + 2 rounds + ε.
+    expect(windows).toEqual([
+      { fromMs: 10_000, toMs: 10_000 + 3000 + 900 + 1000 + 250 },
+      { fromMs: 14_000, toMs: 14_000 + 3000 + 900 + 1000 + 250 },
+      { fromMs: 30_000, toMs: 30_000 + 3000 + 700 + 1000 + 250 },
+    ]);
+  });
+
   it("skips a group whose requests took longer than the pairing window (no real instant in common)", () => {
     const slow = { ...sample(1, 100, 500_000), answeredMs: 160 };
     const v = checkShareSum([sample(0, 100, 600_000), slow, sample(2, 101, 100_000)], 3, { maxSpreadMs: 30 });
@@ -93,8 +139,25 @@ describe("convergence", () => {
       sample(1, 500, 0, { "a|r0.1": 10 }),
     ];
     expect(convergenceAfter(samples, 2, 100)).toBe(401);
-    // Region 0 lost its state: its unshipped 10 is not expected back.
-    expect(convergenceAfter(samples, 2, 100, new Set([0]))).toBe(211);
+    // Region 0 lost its state after its view at 90: its unshipped 10 is not expected back.
+    expect(convergenceAfter(samples, 2, 100, [{ region: 0, atMs: 95 }])).toBe(211);
+    // A loss before the view was asked for, or past the window after the event, leaves the view in.
+    expect(convergenceAfter(samples, 2, 100, [{ region: 0, atMs: 80 }])).toBe(401);
+    expect(convergenceAfter(samples, 2, 100, [{ region: 0, atMs: 5000 }], 1000)).toBe(401);
+  });
+
+  it("counts a loss from its injection, however long before the heal its Redis came back", () => {
+    // Soak seed 2630: region 0's Redis SIGKILLed at 1000, restarted empty at
+    // 11_500 (the heal). Its last view (900) holds 7 it never gossiped.
+    const samples = [
+      sample(0, 900, 0, { "a|r0.1": 7 }),
+      sample(1, 950, 0, { "a|r0.1": 5 }),
+      sample(1, 11_400, 0, { "a|r0.1": 5 }),
+      sample(0, 11_600, 0, { "a|r0.1": 5 }),
+      sample(1, 11_700, 0, { "a|r0.1": 5 }),
+    ];
+    expect(convergenceAfter(samples, 2, 11_500, [{ region: 0, atMs: 1000 }], 10_000)).toBe(201);
+    expect(convergenceAfter(samples, 2, 11_500)).toBeNull();
   });
 
   it("starts the clock after a later fault that overlapped the convergence window", () => {

@@ -31,18 +31,23 @@ export interface ShareSumVerdict {
   readonly ok: boolean;
   readonly groupsChecked: number;
   readonly groupsSkipped: number;
+  /** Groups inside a window where the clock assumption did not hold (after a clock step): not checked. */
+  readonly groupsExcluded: number;
   readonly maxSumPpm: number;
   /** Largest share one region held in a checked group: shows re-weighting moved units (not vacuous). */
   readonly maxRegionSharePpm: number;
   /** Gaps between consecutive samples of one region, ms (client clock): 95th percentile and max. */
   readonly sampleGapP95Ms: number;
   readonly maxSampleGapMs: number;
-  /** Up to 5 offending groups. */
+  /** The 5 offending groups with the largest sums. */
   readonly violations: ReadonlyArray<{
     readonly sumPpm: number;
     readonly atMs: number;
     readonly shares: readonly number[];
     readonly nowUs: readonly number[];
+    /** Per region: the middle of its request's client-clock interval, ms, and whether it was recovering. */
+    readonly atMsByRegion: readonly number[];
+    readonly recovering: readonly boolean[];
   }>;
 }
 
@@ -64,11 +69,28 @@ function nearest(sorted: readonly QuotaSample[], ms: number): QuotaSample | unde
   return ms - mid(a) <= mid(b) - ms ? a : b;
 }
 
+/**
+ * Where Σ shares ≤ U is not claimed: after a Redis clock steps by more than
+ * 2ε (§1.2 assumes the clocks within 2ε). A lender whose clock jumps ahead by
+ * s frees the reservation of every loan due within s at deadline + ε on its
+ * clock, s − 2ε before the borrower stops using it at deadline − ε on its own,
+ * and no detector can act before the free; a borrower whose clock jumps back
+ * uses its loans s late. Soak seed 2630: eu-west stepped +948 ms at 842.64 s,
+ * Σ 1.027 U at 842.89 s. Every loan alive at a step (or granted before the
+ * step is detected) ends within D + |s| + detection after it, so each step,
+ * and each step back, opens a window that long.
+ */
+export interface UnclaimedWindow {
+  readonly fromMs: number;
+  readonly toMs: number;
+}
+
 export function checkShareSum(
   samples: readonly QuotaSample[],
   regions: number,
-  options: { maxSpreadMs: number; units?: number },
+  options: { maxSpreadMs: number; units?: number; unclaimed?: readonly UnclaimedWindow[] },
 ): ShareSumVerdict {
+  const unclaimed = options.unclaimed ?? [];
   const units = options.units ?? SHARE_UNITS;
   const by: QuotaSample[][] = Array.from({ length: regions }, () => []);
   for (const s of samples) by[s.region]?.push(s);
@@ -82,10 +104,16 @@ export function checkShareSum(
   let maxRegion = 0;
   let checked = 0;
   let skipped = 0;
+  let excluded = 0;
   let maxSum = 0;
   const violations: Array<ShareSumVerdict["violations"][number]> = [];
   // Every sample anchors one group: the nearest sample of each other region.
   for (const anchor of samples) {
+    const at = mid(anchor);
+    if (unclaimed.some((w) => at >= w.fromMs && at <= w.toMs)) {
+      excluded++;
+      continue;
+    }
     const group: QuotaSample[] = [];
     for (let r = 0; r < regions; r++) {
       const s = r === anchor.region ? anchor : nearest(by[r]!, mid(anchor));
@@ -101,46 +129,63 @@ export function checkShareSum(
     const sum = group.reduce((a, s) => a + s.sharePpm, 0);
     for (const s of group) if (s.sharePpm > maxRegion) maxRegion = s.sharePpm;
     if (sum > maxSum) maxSum = sum;
-    if (sum > units && violations.length < 5)
+    if (sum > units)
       violations.push({
         sumPpm: sum,
         atMs: anchor.tMs,
         shares: group.map((s) => s.sharePpm),
         nowUs: group.map((s) => s.nowUs),
+        atMsByRegion: group.map(mid),
+        recovering: group.map((s) => s.recovering),
       });
   }
   return {
     ok: violations.length === 0,
     groupsChecked: checked,
     groupsSkipped: skipped,
+    groupsExcluded: excluded,
     maxSumPpm: maxSum,
     maxRegionSharePpm: maxRegion,
     sampleGapP95Ms: gaps[Math.floor(gaps.length * 0.95)] ?? 0,
     maxSampleGapMs: gaps[gaps.length - 1] ?? 0,
-    violations,
+    violations: violations.sort((a, b) => b.sumPpm - a.sumPpm).slice(0, 5),
   };
+}
+
+/** A region's Redis forgot its state at `atMs` (client clock): FLUSHALL, or SIGKILLed and restarted empty. */
+export interface StateLoss {
+  readonly region: number;
+  readonly atMs: number;
 }
 
 /**
  * How long after `eventMs` every region knew every counter value that any
- * surviving region knew at `eventMs` (its last view answered by then). The
- * views of `lostRegions` (state lost at or after the event) are excluded from
- * the target: what such a region had not yet gossiped is gone for good, by
- * design; it must still re-learn everything the others knew. A region's view counts only if it was
- * requested after the event. Null: not within the samples.
+ * region's last view by `eventMs` held, unless a loss of that region's state
+ * came after the view was asked for: what such a view held and the region
+ * had not yet gossiped is gone for good, by design (the region must still
+ * re-learn everything the others knew). A loss counts from its injection, not
+ * from the heal: a Redis SIGKILLed at 141 s and restarted empty at 151 s has
+ * no view between the two, so its last view is from before the kill, and
+ * its unshipped counters must not be the target of the heal at 151 s.
+ * Losses more than `lossesAfterMs` after the event are ignored (a long run:
+ * the region's view at the event was gossiped by then). A region's view
+ * counts only if it was requested after the event. Null: not within the samples.
  */
 export function convergenceAfter(
   samples: readonly QuotaSample[],
   regions: number,
   eventMs: number,
-  lostRegions: ReadonlySet<number> = new Set(),
+  losses: readonly StateLoss[] = [],
+  lossesAfterMs = Number.POSITIVE_INFINITY,
 ): number | null {
   const sorted = [...samples].sort((a, b) => a.answeredMs - b.answeredMs);
   const lastBefore: Array<QuotaSample | undefined> = [];
   for (const s of sorted) if (s.answeredMs <= eventMs) lastBefore[s.region] = s;
+  const lostSince = (s: QuotaSample) =>
+    losses.some((l) => l.region === s.region && l.atMs >= s.tMs && l.atMs <= eventMs + lossesAfterMs);
   const target = new Map<string, number>();
-  for (const [r, s] of lastBefore.entries()) {
-    if (!s || lostRegions.has(r)) continue;
+  for (const s of lastBefore) {
+    if (!s || lostSince(s)) continue;
     for (const [k, v] of s.counters) if (v > (target.get(k) ?? Number.NEGATIVE_INFINITY)) target.set(k, v);
   }
   const latest: Array<QuotaSample | undefined> = Array.from({ length: regions }, () => undefined);
@@ -282,4 +327,33 @@ export function latencyPercentiles(
   l.sort((a, b) => a - b);
   const at = (q: number) => l[Math.min(l.length - 1, Math.floor(l.length * q))] ?? 0;
   return { count: l.length, p50Ms: at(0.5), p99Ms: at(0.99) };
+}
+
+/**
+ * The windows after each clock step and step back where Σ shares ≤ U is not
+ * claimed (checks.ts `UnclaimedWindow`): a loan alive at the step, or granted
+ * before the detector saw it (two rounds), ends within D after that, and its
+ * overlap lasts at most |step| − 2ε; ε of margin on top.
+ */
+export function clockStepWindows(
+  faults: ReadonlyArray<{
+    readonly fault: { readonly clockStepMs?: number };
+    injectedMs: number;
+    healedMs: number;
+  }>,
+  config: {
+    readonly lease: { readonly epsilonMs: number; readonly loanDurationMs: number };
+    readonly gossip: { readonly round: { readonly maxMs: number } };
+  },
+): UnclaimedWindow[] {
+  const out: UnclaimedWindow[] = [];
+  for (const f of faults) {
+    const step = f.fault.clockStepMs;
+    if (step === undefined) continue;
+    const span =
+      config.lease.loanDurationMs + Math.abs(step) + 2 * config.gossip.round.maxMs + config.lease.epsilonMs;
+    for (const at of [f.injectedMs, f.healedMs])
+      if (Number.isFinite(at)) out.push({ fromMs: at, toMs: at + span });
+  }
+  return out;
 }

@@ -84,6 +84,8 @@ export interface Fault {
   readonly lostRegion?: string;
   /** The region whose limiter lost its Redis (the fail-closed check applies to it). */
   readonly redisCutRegion?: string;
+  /** A step of that region's Redis clock, ms (and back at the heal): Σ shares ≤ U is not claimed after either. */
+  readonly clockStepMs?: number;
   inject(): Promise<void>;
   heal(): Promise<void>;
 }
@@ -306,6 +308,7 @@ export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
       return {
         kind,
         label: `${region}'s Redis clock stepped ${stepMs > 0 ? "+" : ""}${stepMs} ms (libfaketime), stepped back later`,
+        clockStepMs: stepMs,
         inject: async () => setClockOffset(cluster, region, stepMs),
         heal: async () => setClockOffset(cluster, region, 0),
       };

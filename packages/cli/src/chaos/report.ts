@@ -19,7 +19,7 @@ export function scenarioLines(r: ScenarioResult): string[] {
   const head =
     `${r.ok ? "PASS" : "FAIL"} ${r.name} (seed ${r.seed}): admitted ${r.bound.admitted} ${r.bound.ok ? "≤" : ">"} bound ${fmtBound(r.bound.bound)}` +
     (w ? `, tightest interval ${w.admitted} vs ${fmtBound(w.bound)}` : "") +
-    `; max Σ shares ${r.shares.maxSumPpm} ppm (${r.shares.groupsChecked} groups, hottest share ${r.shares.maxRegionSharePpm})` +
+    `; max Σ shares ${r.shares.maxSumPpm} ppm (${r.shares.groupsChecked} groups${r.shares.groupsExcluded > 0 ? `, ${r.shares.groupsExcluded} after clock steps not checked` : ""}, hottest share ${r.shares.maxRegionSharePpm})` +
     `; convergence ${worstConv}; admitted ${(r.utilization * 100).toFixed(1)}% of the bound` +
     (r.rateAfterHealOfR === null ? "" : `, ${(r.rateAfterHealOfR * 100).toFixed(0)}% of r after the heal`);
   const lines = [head];

@@ -5,6 +5,7 @@
 // run and every sub-interval), Σ shares ≤ U, counter convergence after each
 // heal, fail-closed while a limiter's Redis is away. Nothing here prints: the
 // caller formats the result (report.ts).
+import { loadRegionConfig } from "@geoquota/config";
 import { checkGlobalBound, type OracleVerdict } from "@geoquota/sim";
 import type { Cluster } from "../cluster/orchestrator.js";
 import { OUTCOME, RequestLog } from "../demo/request-log.js";
@@ -13,6 +14,7 @@ import { TrafficGenerator } from "../demo/traffic.js";
 import {
   checkFailClosed,
   checkShareSum,
+  clockStepWindows,
   convergenceAfter,
   convergenceLateness,
   quietFrom,
@@ -21,6 +23,7 @@ import {
   linksUpAfter,
   rateOfR,
   type ShareSumVerdict,
+  type StateLoss,
 } from "./checks.js";
 import { CHAOS_RESOURCE, LEASED } from "./cluster.js";
 import { FAULT_CLASS, makeFault } from "./faults.js";
@@ -53,9 +56,11 @@ export interface RunOptions {
     readonly demand: Readonly<Record<string, number>>;
   }>;
   /**
-   * Long runs (the soak): a heal's convergence target leaves out only regions
-   * that lost their state within this long of the heal (before or after), not
-   * every region that lost it at any time in the run. Unset: the whole run.
+   * Long runs (the soak): a loss of a region's state more than this long
+   * after a heal does not take that region's view out of the heal's target
+   * (it was gossiped by then). Losses before the heal count from their
+   * injection, whatever its distance (checks.ts `convergenceAfter`). Unset:
+   * any later loss in the run counts.
    */
   readonly lossWindowMs?: number;
   /** How long a check may take before it counts as unanswered (default: the sender's, 5 s). */
@@ -88,6 +93,8 @@ export interface ScenarioResult {
   readonly name: string;
   readonly seed: number;
   readonly tenant: string;
+  /** Region ids in the cluster's order (the index of every per-region array here). */
+  readonly regions: readonly string[];
   readonly description: string;
   readonly guarantees: readonly string[];
   readonly hot: string;
@@ -210,24 +217,21 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
   for (const f of faults) if (Number.isNaN(f.injectedMs)) failures.push(`not injected: ${f.fault.label}`);
 
   // Keep sampling (no traffic) until every heal converged and every daemon
-  // reconnected, or the wait ends. The targets ignore the views of regions
-  // that lost their state during the scenario (what they had not gossiped is
-  // gone by design); those regions must still re-learn what the others knew.
+  // reconnected, or the wait ends. A heal's target ignores a region's last
+  // view before it when that region lost its state after the view was asked
+  // for (what it had not gossiped is gone by design); those regions must
+  // still re-learn what the others knew.
   const convergenceMaxMs = o.convergenceMaxMs ?? 1000;
-  const lostNear = (healedMs: number) =>
-    new Set(
-      faults.flatMap((f) =>
-        f.fault.lostRegion === undefined ||
-        (o.lossWindowMs !== undefined && Math.abs(f.injectedMs - healedMs) > o.lossWindowMs)
-          ? []
-          : [idx(f.fault.lostRegion)],
-      ),
-    );
+  const losses: StateLoss[] = faults.flatMap((f) =>
+    f.fault.lostRegion === undefined || !Number.isFinite(f.injectedMs)
+      ? []
+      : [{ region: idx(f.fault.lostRegion), atMs: f.injectedMs }],
+  );
   const heals = faults.filter((f) => Number.isFinite(f.healedMs));
   const waitUntil = Math.max(now(), ...heals.map((f) => f.healedMs)) + (o.convergenceWaitMs ?? 8000);
   const measure = () =>
     heals.map((f) => ({
-      convergenceMs: convergenceAfter(sampler.samples, ids.length, f.healedMs, lostNear(f.healedMs)),
+      convergenceMs: convergenceAfter(sampler.samples, ids.length, f.healedMs, losses, o.lossWindowMs),
       linksUpMs: linksUpAfter(sampler.links, ids.length, f.healedMs),
     }));
   let m = measure();
@@ -249,7 +253,10 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
     failures.push(
       `global bound VIOLATED: worst interval admitted ${bound.worstInterval?.admitted} > bound ${bound.worstInterval?.bound.toFixed(2)} (excess ${bound.worstExcess.toFixed(2)})`,
     );
-  const shares = checkShareSum(sampler.samples, ids.length, { maxSpreadMs: SHARE_PAIRING_MS });
+  const shares = checkShareSum(sampler.samples, ids.length, {
+    maxSpreadMs: SHARE_PAIRING_MS,
+    unclaimed: clockStepWindows(faults, loadRegionConfig(cluster.regions[0]!.configPath)),
+  });
   if (!shares.ok) failures.push(`Σ shares VIOLATED: max ${shares.maxSumPpm} ppm > 1000000`);
   if (shares.groupsChecked === 0) failures.push("Σ shares: no sample group close enough to check");
   const faultRecords: FaultRecord[] = heals.map((f, i) => {
@@ -316,6 +323,7 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
     name: plan.name,
     seed: plan.seed,
     tenant: o.tenant,
+    regions: ids,
     description: plan.description,
     guarantees: plan.guarantees,
     hot: plan.hot,

@@ -185,6 +185,32 @@ function fmtValue(metric: string, v: number | null): string {
   return metric === "sockets" ? String(v) : `${(v / MIB).toFixed(1)} MiB`;
 }
 
+/**
+ * The first groups whose Σ shares exceeded U, each with what a reader needs
+ * to tell a real overlap from a sampling one: every region's share, when its
+ * view was taken (client clock), its Redis TIME less that instant (a stepped
+ * clock shows as an offset), whether it was recovering, and the faults
+ * active in the 5 s before.
+ */
+function shareViolationLines(r: SoakReport): string[] {
+  const s = r.scenario;
+  const out = ["## Σ shares above U (first groups)", ""];
+  for (const v of s.shares.violations) {
+    const at = v.atMs;
+    out.push(`- at ${(at / 1000).toFixed(3)} s: Σ ${v.sumPpm} ppm`);
+    v.shares.forEach((ppm, i) => {
+      const t = v.atMsByRegion[i] ?? at;
+      const offsetMs = (v.nowUs[i] ?? 0) / 1000 - t;
+      out.push(
+        `  - ${s.regions[i] ?? `region ${i}`}: ${ppm} ppm at ${(t / 1000).toFixed(3)} s, Redis TIME − client ${offsetMs.toFixed(0)} ms${v.recovering[i] ? ", recovering" : ""}`,
+      );
+    });
+    const active = s.faults.filter((f) => f.injectedMs <= at && f.healedMs >= at - 5000);
+    out.push(`  - faults active in the 5 s before: ${active.map((f) => f.label).join("; ") || "none"}`);
+  }
+  return out;
+}
+
 /** Markdown of a report: the verdict, the bound, the fault timeline, the resource table. */
 export function soakMarkdown(r: SoakReport): string {
   const s = r.scenario;
@@ -198,13 +224,17 @@ export function soakMarkdown(r: SoakReport): string {
       (b.worstInterval
         ? `; tightest interval ${b.worstInterval.admitted} vs ${fmtBound(b.worstInterval.bound)} (${b.intervalsChecked} intervals checked)`
         : ""),
-    `- **Σ shares**: max ${s.shares.maxSumPpm} ppm over ${s.shares.groupsChecked} sample groups (hottest share ${s.shares.maxRegionSharePpm} ppm)`,
+    `- **Σ shares**: max ${s.shares.maxSumPpm} ppm over ${s.shares.groupsChecked} sample groups (hottest share ${s.shares.maxRegionSharePpm} ppm)` +
+      (s.shares.groupsExcluded > 0
+        ? `; ${s.shares.groupsExcluded} groups in the windows after clock steps not checked (§1.2 assumes the clocks within 2ε)`
+        : ""),
     `- **Requests**: ${s.requests.sent} sent, ${s.requests.answered} answered, ${s.requests.errors} unanswered, ${s.requests.shed} shed`,
     `- **Faults**: ${s.faults.length}; **hot region moves**: ${r.phases.length - 1}`,
     ...r.skipped.map((k) => `- **Skipped kind**: ${k}`),
     "",
   ];
   if (r.failures.length > 0) lines.push("## Failures", "", ...r.failures.map((f) => `- ${f}`), "");
+  if (s.shares.violations.length > 0) lines.push(...shareViolationLines(r), "");
   lines.push("## Load", "", "| from (s) | hot | demand (req/s) |", "| --- | --- | --- |");
   for (const p of r.phases)
     lines.push(
