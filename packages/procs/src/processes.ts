@@ -1,4 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import { delimiter, join } from "node:path";
 
 /**
  * Every server process the harness starts is registered here, so that it is
@@ -60,6 +62,59 @@ export interface SpawnOptions {
   readonly gid?: number;
 }
 
+let setprivPath: string | null | undefined;
+
+/**
+ * util-linux's `setpriv`, when this is Linux and it is on PATH. The exit hooks
+ * above cannot run when this process is SIGKILLed (a vitest worker killed on a
+ * timeout, `kill -9` of `geoquota cluster`); a child started through
+ * `setpriv --pdeathsig KILL` gets SIGKILL from the kernel when its parent
+ * dies, however it dies. setpriv execs the command, so the pid is the child's.
+ */
+function setpriv(): string | null {
+  if (setprivPath !== undefined) return setprivPath;
+  setprivPath = null;
+  if (process.platform !== "linux") return setprivPath;
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (dir === "") continue;
+    const candidate = join(dir, "setpriv");
+    try {
+      accessSync(candidate, constants.X_OK);
+      setprivPath = candidate;
+      break;
+    } catch {
+      // not here
+    }
+  }
+  return setprivPath;
+}
+
+/**
+ * The command line and environment that start `command` with a parent-death
+ * signal, or the command as it is where setpriv is missing. A preloaded
+ * library (libfaketime for the clock-fault tests) is for the server, not for
+ * setpriv: it moves onto an `env` exec'd last, so only the server loads it.
+ */
+function withParentDeathSignal(
+  command: string,
+  args: readonly string[],
+  env: Readonly<Record<string, string>>,
+): { command: string; args: string[]; env: Record<string, string | undefined> } {
+  const merged: Record<string, string | undefined> = { ...process.env, ...env };
+  const wrapper = setpriv();
+  if (wrapper === null) return { command, args: [...args], env: merged };
+  const preload = merged.LD_PRELOAD;
+  if (preload === undefined) {
+    return { command: wrapper, args: ["--pdeathsig", "KILL", "--", command, ...args], env: merged };
+  }
+  delete merged.LD_PRELOAD;
+  return {
+    command: wrapper,
+    args: ["--pdeathsig", "KILL", "--", "env", `LD_PRELOAD=${preload}`, command, ...args],
+    env: merged,
+  };
+}
+
 /** Spawns a long-running server process and tracks it for cleanup. */
 export function spawnManaged(
   command: string,
@@ -68,9 +123,10 @@ export function spawnManaged(
   options: SpawnOptions = {},
 ): ManagedProcess {
   installHooks();
-  const child = spawn(command, [...args], {
+  const run = withParentDeathSignal(command, args, env);
+  const child = spawn(run.command, run.args, {
     stdio: options.ipc ? ["ignore", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ...env },
+    env: run.env,
     ...(options.uid !== undefined ? { uid: options.uid } : {}),
     ...(options.gid !== undefined ? { gid: options.gid } : {}),
   });

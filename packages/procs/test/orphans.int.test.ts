@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { waitFor } from "../src/index.js";
+import { spawnManaged, waitFor } from "../src/index.js";
 
 function alive(pid: number): boolean {
   try {
@@ -13,7 +13,9 @@ function alive(pid: number): boolean {
 }
 
 describe("no orphan processes", () => {
-  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  // SIGKILL runs no hook in the test process: the child's parent-death signal
+  // (setpriv --pdeathsig, processes.ts) is what ends it.
+  for (const signal of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
     it(`a test process interrupted with ${signal} takes its redis-server with it`, async () => {
       const fixture = fileURLToPath(new URL("./fixtures/holds-redis.ts", import.meta.url));
       const child = spawn(process.execPath, ["--import", "tsx", fixture], {
@@ -36,4 +38,19 @@ describe("no orphan processes", () => {
       expect(alive(redisPid)).toBe(false);
     });
   }
+});
+
+describe("the parent-death wrapper", () => {
+  it("keeps the child's pid and gives a preloaded library to the command only", async () => {
+    // A library that cannot be loaded makes ld.so say so once per program
+    // that tries: once (the shell), not twice (setpriv as well).
+    const proc = spawnManaged("sh", ["-c", 'echo "pid=$$ preload=$LD_PRELOAD"'], {
+      LD_PRELOAD: "/nonexistent/geoquota-test-preload.so",
+    });
+    const { code } = await proc.exited;
+    expect(code).toBe(0);
+    const out = proc.output();
+    expect(out).toContain(`pid=${proc.pid} preload=/nonexistent/geoquota-test-preload.so`);
+    expect(out.match(/geoquota-test-preload\.so.*cannot be preloaded/g) ?? []).toHaveLength(1);
+  });
 });
