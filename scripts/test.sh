@@ -40,11 +40,21 @@ bash scripts/planted.sh || status=$?
 node -e '
 const fs = require("fs");
 let passed = 0, failed = 0, skipped = 0;
+const names = [];
 for (const f of [".tmp/vitest-packages.json", ".tmp/vitest-integration.json"]) {
-  if (!fs.existsSync(f)) { failed++; continue; }
+  if (!fs.existsSync(f)) { failed++; names.push(`${f}: missing (that tier did not report)`); continue; }
   const r = JSON.parse(fs.readFileSync(f, "utf8"));
   passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;
+  // A file that failed to load has no assertion results: name the file.
+  for (const file of r.testResults) {
+    const where = require("path").relative(process.cwd(), file.name);
+    const bad = file.assertionResults.filter((a) => a.status === "failed");
+    if (file.status === "failed" && bad.length === 0) names.push(`${where}: ${String(file.message || "failed to run").split("\n")[0]}`);
+    for (const a of bad) names.push(`${where} > ${a.fullName}: ${String(a.failureMessages[0] || "").split("\n")[0].slice(0, 300)}`);
+  }
 }
+// The end of the log is what a CI excerpt keeps: name every failed test there.
+for (const n of names) console.log(`failed  ${n}`);
 console.log(`\ntests: ${passed} passed, ${failed} failed` + (skipped ? `, ${skipped} skipped` : ""));
 '
 exit "$status"
