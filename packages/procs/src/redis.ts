@@ -299,20 +299,24 @@ function replicationField(text: string, name: string): string {
  * until the initial sync is done: the replica's link is up and the primary
  * lists it `online`, so a `WAIT 1` on the primary can succeed. Sets the
  * primary's `repl-diskless-sync-delay` to 0 (the default 5 s would delay the sync).
+ * `via` is the address the replica dials instead of the primary's (a proxy in
+ * front of it): attached through it from the start, the primary's replica
+ * count rises once, where a later `REPLICAOF` would drop and re-add it.
  */
 export async function startReplica(
   primary: RedisServer,
-  options: StartRedisOptions = {},
+  options: StartRedisOptions & { via?: { host: string; port: number } } = {},
 ): Promise<RedisServer> {
+  const { via, ...redisOptions } = options;
   const admin = primary.client();
   await admin.config("SET", "repl-diskless-sync-delay", "0");
   const replica = await startRedis({
-    ...options,
+    ...redisOptions,
     // Load the initial sync from the socket (no temporary dump.rdb in its directory to wait on).
     args: [
       "--replicaof",
-      primary.host,
-      String(primary.port),
+      via?.host ?? primary.host,
+      String(via?.port ?? primary.port),
       "--repl-diskless-load",
       "on-empty-db",
       ...(options.args ?? []),
