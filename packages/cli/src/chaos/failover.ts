@@ -20,6 +20,7 @@
 import { type RedisServer, startReplica, type StartRedisOptions, waitFor } from "@geoquota/procs";
 import type { Toxiproxy } from "toxiproxy-node-client";
 import { daemonRedisProxyName, redisProxyName } from "../cluster/ids.js";
+import { whileBusy } from "../cluster/proxies.js";
 
 function field(info: string, name: string): string {
   return new RegExp(`^${name}:(.*)$`, "m").exec(info)?.[1]?.trim() ?? "";
@@ -28,8 +29,10 @@ function field(info: string, name: string): string {
 /** Points the region's one Redis address (the limiter's and the daemon's proxies) at `to`. */
 async function moveAddress(api: Toxiproxy, region: string, to: RedisServer): Promise<void> {
   for (const name of [redisProxyName(region), daemonRedisProxyName(region)]) {
-    const p = await api.get(name);
-    await p.update({ enabled: p.enabled, listen: p.listen, upstream: `${to.host}:${to.port}` });
+    await whileBusy(async () => {
+      const p = await api.get(name);
+      await p.update({ enabled: p.enabled, listen: p.listen, upstream: `${to.host}:${to.port}` });
+    });
   }
 }
 

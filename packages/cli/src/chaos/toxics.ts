@@ -4,6 +4,7 @@
 // `redis_<id>` is region id's limiter and daemon → its own Redis.
 import type { Toxiproxy } from "toxiproxy-node-client";
 import type { Rng } from "@geoquota/sim";
+import { type BusyRetry, whileBusy } from "../cluster/proxies.js";
 
 export type Stream = "upstream" | "downstream";
 export type ToxicType = "latency" | "bandwidth" | "slicer" | "timeout" | "reset_peer";
@@ -23,20 +24,37 @@ export interface ToxicSpec {
 }
 
 export async function addToxic(api: Toxiproxy, proxy: string, t: ToxicSpec): Promise<void> {
-  const p = await api.get(proxy);
-  await p.addToxic({
-    name: t.name,
-    type: t.type,
-    stream: t.stream,
-    toxicity: 1,
-    attributes: t.attributes as never,
-  });
+  // 409 on a retry: the try answered 503 added it after all.
+  await whileBusy(
+    async () => {
+      const p = await api.get(proxy);
+      await p.addToxic({
+        name: t.name,
+        type: t.type,
+        stream: t.stream,
+        toxicity: 1,
+        attributes: t.attributes as never,
+      });
+    },
+    { landed: 409 },
+  );
 }
 
-export async function removeToxic(api: Toxiproxy, proxy: string, name: string): Promise<void> {
-  const p = await api.get(proxy);
-  const t = await p.getToxic(name);
-  await t.remove();
+export async function removeToxic(
+  api: Toxiproxy,
+  proxy: string,
+  name: string,
+  retry: Omit<BusyRetry, "landed"> = {},
+): Promise<void> {
+  // 404 on a retry: the try answered 503 removed it after all.
+  await whileBusy(
+    async () => {
+      const p = await api.get(proxy);
+      const t = await p.getToxic(name);
+      await t.remove();
+    },
+    { ...retry, landed: 404 },
+  );
 }
 
 /**
