@@ -23,8 +23,10 @@ export interface BusyRetry {
  * flushes its buffered packets into the link, up to 5 s per packet when the
  * link downstream is stalled, and holds the proxy's lock meanwhile
  * (Shopify/toxiproxy#558, #500; seen in a 30-minute soak under load). The call
- * is not lost then, only late: retrying until it is done (or `landed` says an
- * earlier try was) is the heal, where failing would leave the link faulty.
+ * is usually not lost then, only late: retrying until it is done (or `landed`
+ * says an earlier try was) is the heal, where failing would leave the link
+ * faulty. A removal that never finishes keeps the API at 503 for good (soak
+ * run B, docs/soak-30m.md): past the deadline the 503 is the call's error.
  */
 export async function whileBusy<T>(op: () => Promise<T>, opts: BusyRetry = {}): Promise<T | undefined> {
   const deadline = Date.now() + (opts.deadlineMs ?? 120_000);
