@@ -22,6 +22,12 @@ import { policy, sleep } from "@geoquota/testkit";
 /** D = 3 s (leases may be as long), ε = 50 ms. */
 const TIMING: Timing = { epsilonUs: 50_000, loanDurationUs: 3_000_000 };
 const LEASED: Timing = { ...TIMING, leasedMode: true };
+/**
+ * Leased mode with ε = 400 ms, for the test that observes the floor phase of a recovery: it lasts
+ * from born + D + ε to born + D + 2ε, one ε, and a sleep on a loaded machine (CI, load 6–10)
+ * overshot the 50 ms of TIMING's ε, so the inspect landed after the recovery had ended.
+ */
+const LEASED_WIDE: Timing = { epsilonUs: 400_000, loanDurationUs: 3_000_000, leasedMode: true };
 const C = 100;
 const R = 100;
 const HALF = 500_000;
@@ -145,7 +151,7 @@ describe("recovery with leased mode (DESIGN §4)", () => {
   it("a region that loses its Redis while its clients hold leases admits nothing new until they have run out", async () => {
     // The region never lends (floor = base), so recovery would otherwise give it its whole slice.
     const p = shared(HALF);
-    const lost = region(servers[2]!, "b", LEASED);
+    const lost = region(servers[2]!, "b", LEASED_WIDE);
     const adm = new Admissions();
     const holder = new LeasedClient(lost.store, p, { batch: 50, lowWater: 0, durationMs: 3000 });
     expect(await adm.record(() => holder.take(1))).toBe(true);
@@ -165,11 +171,14 @@ describe("recovery with leased mode (DESIGN §4)", () => {
     expect(during.recovering).toBe(true);
     expect(during.share).toBe(0); // leased mode: 0 (not floor) until born + D + ε
     // Then floor until the recovery ends.
-    const holdEnd = born + TIMING.loanDurationUs + TIMING.epsilonUs;
+    const holdEnd = born + LEASED_WIDE.loanDurationUs + LEASED_WIDE.epsilonUs;
+    const recoveryEnd = holdEnd + LEASED_WIDE.epsilonUs;
     const v1 = await lost.store.inspect(p);
     await sleep(Math.max(0, (holdEnd - v1.nowUs) / 1000) + 10);
     const after = await lost.store.inspect(p);
     expect(after.nowUs).toBeGreaterThanOrEqual(holdEnd);
+    // Past the recovery's end the floor phase was missed (a sleep overshooting by ε): say so.
+    expect(after.nowUs, "inspected after the recovery ended: the sleep overshot ε").toBeLessThan(recoveryEnd);
     expect(after).toMatchObject({ recovering: true, share: HALF });
   });
 });
