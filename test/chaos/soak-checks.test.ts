@@ -91,6 +91,24 @@ describe("soak plan", () => {
     expect(pairs).toBeGreaterThan(100);
   });
 
+  it("never lets a daemon kill overlap a gossip-link fault (a toxic touched beside a dead peer deadlocks Toxiproxy)", () => {
+    let pairs = 0;
+    for (let seed = 0; seed < 50; seed++) {
+      const faults = planSoak(seed, 1_800_000, ctx).scenario.faults;
+      const links = faults.filter((f) => FAULT_CLASS[f.kind] === "gossip");
+      const daemons = faults.filter((f) => FAULT_CLASS[f.kind] === "daemon");
+      for (const a of links)
+        for (const b of daemons) {
+          pairs++;
+          expect(
+            a.endFrac < b.startFrac || b.endFrac < a.startFrac,
+            `seed ${seed}: ${a.kind} [${a.startFrac}, ${a.endFrac}] and ${b.kind} [${b.startFrac}, ${b.endFrac}]`,
+          ).toBe(true);
+        }
+    }
+    expect(pairs).toBeGreaterThan(1000);
+  });
+
   it("leaves out a skipped kind (clock steps without libfaketime) and is still fixed by the seed", () => {
     const skip = ["clock-step"] as const;
     expect(planSoak(5, 1_800_000, ctx, { skip })).toEqual(planSoak(5, 1_800_000, ctx, { skip }));

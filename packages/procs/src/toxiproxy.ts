@@ -1,3 +1,4 @@
+import { createWriteStream } from "node:fs";
 import { type Proxy as ToxiProxy, Toxiproxy } from "toxiproxy-node-client";
 import { findBinary } from "./binaries.js";
 import { bindRetrying, freePort, listeningPorts, PortTakenError } from "./ports.js";
@@ -18,6 +19,13 @@ export interface ToxiproxyServer {
   setUpstream(name: string, upstream: string): Promise<void>;
   /** Removes every toxic and re-enables every proxy (between tests). */
   reset(): Promise<void>;
+  /**
+   * Ends the server with SIGQUIT, on which the Go runtime writes every goroutine's
+   * stack to stderr: all of it goes to `file` (the kept output is only its last
+   * 64 KB). For a server that stopped answering (a deadlock: docs/soak-30m.md).
+   * False when the server had already exited.
+   */
+  dumpGoroutines(file: string): Promise<boolean>;
   stop(): Promise<void>;
 }
 
@@ -99,6 +107,20 @@ export async function startToxiproxy(host = "127.0.0.1"): Promise<ToxiproxyServe
     },
     async reset() {
       await api.reset();
+    },
+    async dumpGoroutines(file) {
+      const { child } = managed;
+      if (child.exitCode !== null || child.signalCode !== null) return false;
+      const out = createWriteStream(file);
+      const write = (chunk: Buffer) => out.write(chunk);
+      child.stdout?.on("data", write);
+      child.stderr?.on("data", write);
+      child.kill("SIGQUIT");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await managed.exited;
+      clearTimeout(timer);
+      await new Promise<void>((resolve) => out.end(resolve));
+      return true;
     },
     async stop() {
       await managed.stop();

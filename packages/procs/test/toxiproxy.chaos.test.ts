@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type RedisServer, startRedis, startToxiproxy, type ToxiproxyServer } from "../src/index.js";
@@ -88,6 +91,26 @@ describe("toxiproxy harness", () => {
       expect(again).toBeGreaterThanOrEqual(110);
     } finally {
       slow.disconnect();
+    }
+  });
+});
+
+describe("a stuck Toxiproxy's goroutine dump", () => {
+  it("SIGQUIT ends the server and its whole goroutine dump lands in the file", async () => {
+    const toxi = await startToxiproxy();
+    const dir = mkdtempSync(join(tmpdir(), "gq-toxi-dump-"));
+    try {
+      await toxi.proxy("p", "127.0.0.1:1");
+      const file = join(dir, "goroutines.txt");
+      expect(await toxi.dumpGoroutines(file)).toBe(true);
+      const dump = readFileSync(file, "utf8");
+      expect(dump).toMatch(/^goroutine 1 .*\[chan receive\]/m); // main, waiting: every goroutine is in it
+      expect(dump).toContain("SIGQUIT");
+      // Gone, so a second dump has nothing to take.
+      expect(await toxi.dumpGoroutines(join(dir, "again.txt"))).toBe(false);
+    } finally {
+      await toxi.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

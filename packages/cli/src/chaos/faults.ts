@@ -77,6 +77,26 @@ export const FAULT_CLASS: Readonly<Record<FaultKind, FaultClass>> = {
   failover: "redis",
 };
 
+/**
+ * Faults of one lane never overlap, at plan time and when they run. A class is
+ * its own lane, except that gossip-link faults and daemon kills share one: Toxiproxy
+ * 2.12.0 deadlocks when a toxic is removed (or added) on a link whose peer has just
+ * died with data still queued in its toxics (the removal holds the proxy's toxic lock
+ * and waits for the link's last stub, which blocks writing to a writer that is itself
+ * waiting for that lock to remove the dead link; Shopify/toxiproxy#558 and #412).
+ * A daemon SIGKILLed while a slow-link fault held its links, then that fault's heal,
+ * stopped the whole proxy twice in the 30-minute soak of 4 December (docs/soak-30m.md).
+ * So a daemon is killed only while its links carry no fault of their own, and a
+ * link fault starts only after a killed daemon is back and its dead links are gone.
+ */
+export type FaultLane = "links" | "redis";
+export const FAULT_LANE: Readonly<Record<FaultClass, FaultLane>> = {
+  gossip: "links",
+  daemon: "links",
+  redis: "redis",
+};
+export const laneOf = (kind: FaultKind): FaultLane => FAULT_LANE[FAULT_CLASS[kind]];
+
 export interface Fault {
   readonly kind: FaultKind;
   readonly label: string;

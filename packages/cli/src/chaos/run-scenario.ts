@@ -26,7 +26,7 @@ import {
   type StateLoss,
 } from "./checks.js";
 import { CHAOS_RESOURCE, LEASED } from "./cluster.js";
-import { FAULT_CLASS, makeFault } from "./faults.js";
+import { FAULT_CLASS, laneOf, makeFault } from "./faults.js";
 import { Rng } from "@geoquota/sim";
 import { QuotaSampler } from "./sampler.js";
 import type { ScenarioPlan } from "./scenarios.js";
@@ -167,16 +167,17 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
     const wait = atMs - now();
     if (wait > 0) await realClock.sleep(wait, o.signal);
   };
-  // A fault waits for the previous fault of its class to finish healing: on a
-  // loaded machine a restart can outlast its plan, and two faults on one
-  // daemon or one Redis at once would undo each other (plans keep them apart
-  // on paper; the soak's plans are dense).
-  const classDone = new Map<string, Promise<void>>();
+  // A fault waits for the previous fault of its lane to finish healing: on a
+  // loaded machine a restart can outlast its plan, two faults on one daemon or
+  // one Redis at once would undo each other, and a link fault's toxics touched
+  // around a daemon kill can deadlock Toxiproxy (faults.ts FAULT_LANE). Plans
+  // keep them apart on paper; the soak's plans are dense.
+  const laneDone = new Map<string, Promise<void>>();
   const runFault = (f: (typeof faults)[number]): Promise<void> => {
-    const cls = FAULT_CLASS[f.plan.kind];
-    const previous = classDone.get(cls) ?? Promise.resolve();
+    const lane = laneOf(f.plan.kind);
+    const previous = laneDone.get(lane) ?? Promise.resolve();
     const done = previous.then(() => runOneFault(f));
-    classDone.set(cls, done);
+    laneDone.set(lane, done);
     return done;
   };
   const runOneFault = async (f: (typeof faults)[number]) => {

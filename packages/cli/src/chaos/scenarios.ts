@@ -1,7 +1,7 @@
 // The chaos scenarios as data (pure): who is hot, which faults hit which
 // region, when (as fractions of the scenario's duration). The seed fixes all
 // of it; the runner (run-scenario.ts) turns a plan into actions on a cluster.
-import { FAULT_CLASS, FAULT_KINDS, type FaultKind } from "./faults.js";
+import { FAULT_KINDS, type FaultKind, laneOf } from "./faults.js";
 import { Rng, subSeed } from "@geoquota/sim";
 
 /** Every fault kind as a scenario of its own, plus a random mix of them. */
@@ -61,9 +61,7 @@ function randomFaults(rng: Rng, ids: readonly string[], hot: string): PlannedFau
     const endFrac = instant ? startFrac : Math.min(0.75, startFrac + 0.1 + rng.float() * 0.2);
     const clash = out.some(
       (f) =>
-        FAULT_CLASS[f.kind] === FAULT_CLASS[kind] &&
-        startFrac <= f.endFrac + 0.03 &&
-        f.startFrac <= endFrac + 0.03,
+        laneOf(f.kind) === laneOf(kind) && startFrac <= f.endFrac + 0.03 && f.startFrac <= endFrac + 0.03,
     );
     if (clash) continue;
     const region = rng.float() < 0.5 ? hot : rng.pick(ids);

@@ -1,10 +1,18 @@
 // The soak's schedule as data (pure): the seed alone fixes where the load is
 // hot and when (the hot region moves every 20–40 s), and which fault of the
-// whole catalogue hits which region when. Faults of one class (gossip links,
-// Redis, daemon) never overlap; faults of different classes do, so a Redis
-// restart can land in the middle of a partition. The runner (soak.ts) hands
+// whole catalogue hits which region when. Faults of one lane (gossip links and
+// daemon kills; Redis) never overlap (faults.ts FAULT_LANE says why links and
+// daemons share one); faults of different lanes do, so a Redis restart can land
+// in the middle of a partition. The runner (soak.ts) hands
 // it to run-scenario.ts as one long scenario.
-import { FAULT_CLASS, type FaultClass, type FaultKind, INSTANT_FAULTS, SOAK_FAULT_KINDS } from "./faults.js";
+import {
+  FAULT_CLASS,
+  type FaultKind,
+  type FaultLane,
+  INSTANT_FAULTS,
+  laneOf,
+  SOAK_FAULT_KINDS,
+} from "./faults.js";
 import { Rng, subSeed } from "@geoquota/sim";
 import type { PlannedFault, PlanContext, ScenarioPlan } from "./scenarios.js";
 
@@ -52,7 +60,7 @@ export function planSoak(
   const hotAt = (t: number) => [...phases].reverse().find((p) => p.atMs <= t)?.hot ?? phases[0]!.hot;
 
   const faults: PlannedFault[] = [];
-  const busyUntil: Record<FaultClass, number> = { gossip: 0, redis: 0, daemon: 0 };
+  const busyUntil: Record<FaultLane, number> = { links: 0, redis: 0 };
   const lastEnd = durationMs - QUIET_END_MS;
   const frac = (t: number) => t / durationMs;
   let firstFaultMs = QUIET_START_MS;
@@ -75,20 +83,23 @@ export function planSoak(
   // and rightly refuses to start (GQ_ERR_REDIS_SETUP), which left a region down
   // for the rest of the 30-minute soak of 2 December (docs/soak-30m.md).
   let failoverUntil = 0;
+  let daemonUntil = 0;
   const clash = (k: FaultKind, t: number) =>
-    (FAULT_CLASS[k] === "daemon" && t < failoverUntil) || (k === "failover" && t < busyUntil.daemon);
+    (FAULT_CLASS[k] === "daemon" && t < failoverUntil) || (k === "failover" && t < daemonUntil);
   for (let t = firstFaultMs; t < lastEnd - 2000; t += rng.int(1500, 5000)) {
-    const free = kinds.filter((k) => busyUntil[FAULT_CLASS[k]] <= t && !clash(k, t));
+    const free = kinds.filter((k) => busyUntil[laneOf(k)] <= t && !clash(k, t));
     if (free.length === 0) continue;
     const kind: FaultKind = rng.pick(free);
     const end = INSTANT_FAULTS.has(kind) ? t : Math.min(lastEnd, t + rng.int(2000, 12_000));
     const region = rng.float() < 0.5 ? hotAt(t) : rng.pick(ids);
     const peer = rng.pick(ids.filter((id) => id !== region));
     faults.push({ kind, region, peer, startFrac: frac(t), endFrac: frac(end) });
-    // The next fault of a class starts after this one's heal settled: a
-    // restart (a daemon, a Redis) takes seconds on a loaded machine.
-    busyUntil[FAULT_CLASS[kind]] = end + (FAULT_CLASS[kind] === "gossip" ? 1000 : 6000);
+    // The next fault of a lane starts after this one's heal settled: a
+    // restart (a daemon, a Redis) takes seconds on a loaded machine, and a
+    // killed daemon's dead links must be gone before a toxic is touched.
+    busyUntil[laneOf(kind)] = end + (FAULT_CLASS[kind] === "gossip" ? 1000 : 6000);
     if (kind === "failover") failoverUntil = busyUntil.redis;
+    if (FAULT_CLASS[kind] === "daemon") daemonUntil = busyUntil.links;
   }
   faults.sort((a, b) => a.startFrac - b.startFrac);
   return {

@@ -87,6 +87,8 @@ export async function runSoak(o: SoakOptions): Promise<{ exitCode: number; repor
   }
   if (clock) registerClockFiles(cluster, clock.files);
   let scenario: ScenarioResult;
+  let scenarioFailures: readonly string[] | undefined;
+  let toxiproxyDump: string | undefined;
   let resources: ResourceSampler;
   let phases: readonly SoakPhase[];
   let startMs: number;
@@ -132,10 +134,16 @@ export async function runSoak(o: SoakOptions): Promise<{ exitCode: number; repor
         samplesMax: Math.ceil((o.durationMs + 60_000) / 40) * 3 * 2,
         ...(o.signal ? { signal: o.signal } : {}),
       });
+      scenarioFailures = scenario.failures;
     } finally {
       await resources.stop();
     }
   } finally {
+    // A Toxiproxy that kept answering 503 past the retries is stuck (a deadlock in
+    // runs B and C of docs/soak-30m.md): its goroutines go into the report.
+    toxiproxyDump = await dumpIfStuck(cluster, o.reportDir, [...(scenarioFailures ?? [])]);
+    if (toxiproxyDump !== undefined)
+      w(`soak: Toxiproxy stuck answering 503: goroutine dump in ${toxiproxyDump}\n`);
     await cluster.stop();
     clock?.remove();
   }
@@ -149,6 +157,10 @@ export async function runSoak(o: SoakOptions): Promise<{ exitCode: number; repor
       .map((v) => `resources not flat: ${v.process} ${v.metric}: ${v.reason ?? "?"}`),
   ];
   if (o.signal?.aborted) failures.push("interrupted: the soak did not run its whole duration");
+  if (toxiproxyDump !== undefined)
+    failures.push(
+      `Toxiproxy stuck answering 503 (the harness, not geoquota): goroutine dump in ${toxiproxyDump}`,
+    );
   const ok = failures.length === 0;
   const report: SoakReport = {
     seed: o.seed,
@@ -276,4 +288,19 @@ export function writeSoakReport(dir: string, r: SoakReport): { json: string; mar
   writeFileSync(json, `${JSON.stringify(r, null, 2)}\n`);
   writeFileSync(markdown, soakMarkdown(r));
   return { json, markdown };
+}
+
+/**
+ * Takes Toxiproxy's goroutine dump (ending it) when a fault's call still got 503
+ * after whileBusy's retries: the server is stuck, not slow. Returns the file.
+ */
+async function dumpIfStuck(
+  cluster: Cluster,
+  reportDir: string,
+  failures: readonly string[],
+): Promise<string | undefined> {
+  if (!cluster.toxiproxy || !failures.some((f) => /status code 503\b/.test(f))) return undefined;
+  mkdirSync(reportDir, { recursive: true });
+  const file = join(reportDir, "toxiproxy-goroutines.txt");
+  return (await cluster.toxiproxy.server.dumpGoroutines(file)) ? file : undefined;
 }
