@@ -161,14 +161,35 @@ async function runTests(dir, t) {
   return { failed, ran };
 }
 
+/**
+ * Where tsc keeps the program's incremental state: the unpatched tree's check
+ * writes it, and each copy starts from it, so a row's check re-reads only the
+ * patched file and what depends on it (about 5 s against 20 s for the whole
+ * program here). The diagnostics are the whole program's all the same: tsc
+ * keeps every unchanged file's diagnostics in this file and reports them.
+ */
+const BUILD_INFO = ".tmp/planted-tsc.tsbuildinfo";
+
 /** `file: TSnnnn: text` for every tsc diagnostic in `dir` (the whole program, as `npm test` checks it). */
 async function typeErrors(dir) {
-  const r = await run(join(dir, "node_modules/.bin/tsc"), ["-p", "tsconfig.json", "--noEmit"], dir);
+  const args = ["-p", "tsconfig.json", "--noEmit", "--incremental", "--tsBuildInfoFile", BUILD_INFO];
+  const r = await run(join(dir, "node_modules/.bin/tsc"), args, dir);
   return typeErrorsOf(r.out);
 }
 
 /** The diagnostics of the unpatched tree (which need not be clean mid-edit), computed once. */
 let baseTypeErrors;
+/**
+ * An unpatched copy, made once, whose check writes the incremental state the rows
+ * start from: tsc records paths relative to that file, and a copy's third-party
+ * packages are links into this checkout, so only a copy beside the rows' copies
+ * names them as the rows' copies do (from the checkout itself, every file looks new).
+ */
+let baseDir;
+function baseCopy() {
+  baseDir ??= copyRepo();
+  return baseDir;
+}
 
 async function runRow(row) {
   const started = Date.now();
@@ -178,7 +199,10 @@ async function runRow(row) {
     if (stale !== undefined) return { row, verdict: "STALE", detail: stale, ms: Date.now() - started };
     // A TypeScript patch that does not type-check would fail `npm test` before any test ran.
     if (row.patch.some((p) => p.file.endsWith(".ts"))) {
-      baseTypeErrors ??= typeErrors(ROOT);
+      baseTypeErrors ??= typeErrors(baseCopy());
+      await baseTypeErrors;
+      mkdirSync(join(dir, ".tmp"), { recursive: true });
+      cpSync(join(baseCopy(), BUILD_INFO), join(dir, BUILD_INFO));
       const added = newTypeErrors(await baseTypeErrors, await typeErrors(dir));
       if (added.length > 0)
         return { row, verdict: "invalid", detail: `type error: ${added[0]}`, ms: Date.now() - started };
@@ -221,6 +245,7 @@ async function worker() {
 }
 process.stdout.write(`planted bugs: ${rows.length} rows, ${jobs} at a time\n`);
 await Promise.all(Array.from({ length: Math.min(jobs, rows.length) }, worker));
+if (baseDir !== undefined) rmSync(baseDir, { recursive: true, force: true });
 const bad = results.filter((r) => r.verdict !== "caught");
 process.stdout.write(
   `\nplanted: ${results.length - bad.length}/${results.length} caught in ${((Date.now() - started) / 1000).toFixed(0)} s` +
