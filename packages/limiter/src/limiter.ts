@@ -273,6 +273,9 @@ export class Limiter {
         for (const l of this.storeErrorListeners) l(op, kind, err);
       },
       isMisuse: (err) => err instanceof StoreMisuseError,
+      // A failure too few to open the breaker still starts fail-open buckets: they must not
+      // live on (refilling) into the next outage, which would then open with a burst.
+      onRecovered: () => this.failOpen.clear(),
     });
     const l = deps.config.leased;
     this.leases = new LeasePool(this.store, {
