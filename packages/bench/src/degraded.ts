@@ -43,6 +43,10 @@ export interface DegradedMode {
   readonly admittedOverBound: number;
   /** Decisions by source during the outage (lease, unavailable, fail_open, store). */
   readonly sources: Record<string, number>;
+  /** Decisions by source in the healthy phase: all `store` or `lease` unless a call failed. */
+  readonly healthySources: Record<string, number>;
+  /** Failed store calls in the healthy phase, by op and kind (`check:timeout`, …): none expected. */
+  readonly healthyStoreErrors: Record<string, number>;
 }
 
 export interface DegradedResult {
@@ -97,8 +101,9 @@ async function drive(limiter: Limiter, ms: number, sources?: Record<string, numb
       if (us > maxUs) maxUs = us;
       if (r.allowed) admitted++;
       if (sources !== undefined) sources[r.source] = (sources[r.source] ?? 0) + 1;
-      // Let timers and socket events in, as between requests.
-      if ((++n & 63) === 0) await new Promise<void>((res) => setImmediate(res));
+      // Let timers and socket events in, as between requests (lease and local decisions
+      // settle without I/O: a longer run of them starves the Redis replies of the others).
+      if ((++n & 15) === 0) await new Promise<void>((res) => setImmediate(res));
     }
   };
   await Promise.all(Array.from({ length: WORKERS }, worker));
@@ -126,7 +131,13 @@ async function runMode(mode: DegradedModeName, runMs: number): Promise<DegradedM
       timing: { epsilonUs: 250_000, loanDurationUs: 3_000_000 },
     });
     const limiter = limiterFor(mode, server.url, store);
-    const healthy = await drive(limiter, runMs);
+    const healthyStoreErrors: Record<string, number> = {};
+    const stopCounting = limiter.onStoreError((op, kind) => {
+      healthyStoreErrors[`${op}:${kind}`] = (healthyStoreErrors[`${op}:${kind}`] ?? 0) + 1;
+    });
+    const healthySources: Record<string, number> = {};
+    const healthy = await drive(limiter, runMs, healthySources);
+    stopCounting();
     // What this process holds in leases at the kill: the most it may admit without Redis.
     let held = 0;
     for (let k = 0; k < DEGRADED_KEYS; k++) {
@@ -152,6 +163,8 @@ async function runMode(mode: DegradedModeName, runMs: number): Promise<DegradedM
       bound,
       admittedOverBound: bound > 0 ? outage.admitted / bound : outage.admitted > 0 ? Infinity : 0,
       sources,
+      healthySources,
+      healthyStoreErrors,
     };
   } finally {
     redis.disconnect();

@@ -224,6 +224,13 @@ export function rlsRows(r: RlsPathResult): Row[] {
   return rows;
 }
 
+/** `a 3, b 1`: a tally, largest first. */
+const counts = (c: Readonly<Record<string, number>>): string =>
+  Object.entries(c)
+    .sort((x, y) => y[1] - x[1])
+    .map(([k, n]) => `${k} ${fmt.int(n)}`)
+    .join(", ");
+
 export function degradedRows(d: DegradedResult): Row[] {
   const s = "8 degraded (Redis down)";
   const rows: Row[] = [];
@@ -235,6 +242,14 @@ export function degradedRows(d: DegradedResult): Row[] {
         section: s,
         metric: `${m.mode}: healthy decisions/s, p50 / p99 (reference)`,
         value: `${fmt.int(h.decisions / h.seconds)}, ${fmt.us(h.p50Us)} / ${fmt.us(h.p99Us)}`,
+        target: "",
+      },
+      {
+        // A healthy phase with failed calls (a loaded machine stalling Redis past
+        // redis.timeoutMs) has fail-closed or fail-open decisions in its reference.
+        section: s,
+        metric: `${m.mode}: healthy decisions by source; failed store calls`,
+        value: `${counts(m.healthySources)}; ${counts(m.healthyStoreErrors) || "none"}`,
         target: "",
       },
       {
