@@ -269,7 +269,7 @@ export function degradedRows(d: DegradedResult): Row[] {
       {
         section: s,
         metric: `${m.mode}: Redis down, admitted ÷ bound (admitted, bound)`,
-        value: `${m.bound > 0 ? fmt.num(m.admittedOverBound) : "—"} (${fmt.int(o.admitted)}, ${fmt.int(m.bound)})`,
+        value: `${m.bound > 0 ? fmt.num(m.admittedOverBound, 3) : "—"} (${fmt.int(o.admitted)}, ${fmt.int(m.bound)})${m.degradedBeforeKillS > 0 ? `; degraded ${fmt.num(m.degradedBeforeKillS, 2)} s before the kill` : ""}`,
         target: "≤ 1",
         met: o.admitted <= m.bound,
       },
