@@ -76,13 +76,13 @@ export function httpRows(h: HttpPathResult): Row[] {
       metric: `${r.route} @ ${r.rate === 0 ? "max" : `${r.rate / 1000}k/s`}: achieved/s, p50 / p99 / p999; server Node CPU µs/request`,
       value: `${fmt.int(r.achievedPerSecond)}, ${fmt.ms(r.p50Ms)} / ${fmt.ms(r.p99Ms)} / ${fmt.ms(r.p999Ms)}; ${fmt.num(r.cpuUsPerRequest)}${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ""}`,
       target: at5k ? "p99 ≤ 2 ms" : "",
-      ...(at5k ? { met: r.p99Ms <= 2 && r.achievedPerSecond >= 0.95 * 5000 } : {}),
+      ...(at5k ? { met: r.p99Ms <= 2 && r.okPerSecond >= 0.95 * 5000 } : {}),
     };
   });
   rows.push(
     {
       section: s,
-      metric: "max sustainable rate, geoquota ÷ reference",
+      metric: "max sustainable rate (2xx/s flat out), geoquota ÷ reference",
       value: fmt.ratio(h.maxRateVsReference),
       target: "≥ 0.95×",
       met: h.maxRateVsReference >= 0.95,
@@ -94,13 +94,13 @@ export function httpRows(h: HttpPathResult): Row[] {
       target: "≤ 1.20×",
       met: h.p99VsReferenceAt5k <= 1.2,
     },
-    {
-      // What the front door costs beyond the store call: the part of the gap this layer owns.
+    // What the front door costs beyond the store call: the part of the gap this layer owns.
+    ...h.overhead.map((o) => ({
       section: s,
-      metric: `HTTP overhead, Node CPU µs/request beyond the store call @ ${h.overhead.rate / 1000}k/s: geoquota / reference (request − store call)`,
-      value: `${fmt.num(h.overhead.geoquotaUs)} (${fmt.num(h.overhead.geoquotaRequestUs)} − ${fmt.num(h.overhead.geoquotaStoreCallUs)}) / ${fmt.num(h.overhead.referenceUs)} (${fmt.num(h.overhead.referenceRequestUs)} − ${fmt.num(h.overhead.referenceStoreCallUs)}) = ${h.overhead.referenceUs > 0 ? fmt.ratio(h.overhead.geoquotaUs / h.overhead.referenceUs) : "—"}`,
+      metric: `HTTP overhead, Node CPU µs/request beyond the store call @ ${o.rate === 0 ? "max" : `${o.rate / 1000}k/s`}: geoquota / reference (request − store call)`,
+      value: `${fmt.num(o.geoquotaUs)} (${fmt.num(o.geoquotaRequestUs)} − ${fmt.num(o.geoquotaStoreCallUs)}) / ${fmt.num(o.referenceUs)} (${fmt.num(o.referenceRequestUs)} − ${fmt.num(o.referenceStoreCallUs)}) = ${o.referenceUs > 0 ? fmt.ratio(o.geoquotaUs / o.referenceUs) : "—"}`,
       target: "",
-    },
+    })),
   );
   return rows;
 }
