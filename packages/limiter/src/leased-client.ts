@@ -44,8 +44,10 @@ export function leaseWindow(
 
 /**
  * The most tokens one leased client holds at once: a fixed batch prefetches one batch at the
- * low-water mark (batch + lowWater); a rate-sized one may hold an ending lease's rest beside
- * a new batch, each at most maxBatch, its mark at most half a batch (2·maxBatch + lowWater).
+ * low-water mark (batch + lowWater); a rate-sized one may hold
+ * an ending lease's rest beside a new batch, each at most maxBatch, its mark at most half a
+ * batch (2·maxBatch + lowWater). The client enforces it: an acquire asks for at most the
+ * room left under it, and none when there is none.
  */
 export function leasedHeldBound(l: {
   batch: number;
@@ -148,6 +150,8 @@ export class LeasedClient {
   private readonly clock: MonotonicClock;
   private readonly onError: (err: unknown) => void;
   private readonly maxBatch: number;
+  /** leasedHeldBound of these options: the held leases never exceed it (prefetch). */
+  private readonly heldBound: number;
   private readonly sizeForMs: number;
   /** Sizing on (`maxBatch` > `batch`): batch and low-water mark from the observed rate. */
   private readonly sizing: boolean;
@@ -203,6 +207,7 @@ export class LeasedClient {
     if (!(this.sizeForMs > 0 && this.sizeForMs <= this.durationMs - this.marginMs))
       throw new RangeError("sizeForMs must be in (0, durationMs - marginMs]");
     this.sizing = this.maxBatch > this.batch;
+    this.heldBound = leasedHeldBound({ batch: this.batch, lowWater: this.lowWater, maxBatch: this.maxBatch });
     this.lowWaterNow = this.lowWater;
     this.lastBatch = this.batch;
     // A lease released when spent is reported on its own: nothing rides with an acquire.
@@ -403,9 +408,16 @@ export class LeasedClient {
   private prefetch(now: number, force = false): void {
     if (this.closed || this.inflight !== undefined) return;
     if (!force && now < this.nextAcquireAtMs) return;
+    // Never ask beyond what this client may hold (leasedHeldBound, reported as the process's
+    // limit): a refresh timed by a lead that outgrew the round-trip (a slow stretch, then a
+    // fast one) would otherwise land a third lease beside two that are still live.
+    let held = 0;
+    for (const l of this.leases) held += l.granted - l.used;
+    const room = this.heldBound - held;
+    if (room < 1) return;
     // Timed from here, before the request leaves: never from receipt.
     const sentAtMs = now;
-    const batch = this.sizeNext(now);
+    const batch = Math.min(this.sizeNext(now), room);
     const carried = this.finished.splice(0, MAX_CARRIED_RELEASES);
     const request =
       this.renewer !== undefined

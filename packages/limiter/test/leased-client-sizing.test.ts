@@ -22,7 +22,8 @@ class DelayedStore extends FakeStore {
   private waiting: { dueMs: number; open: () => void }[] = [];
   constructor(
     private readonly now: () => number,
-    private readonly rttMs: number,
+    /** Round-trip of the acquires sent from now on. */
+    public rttMs: number,
   ) {
     super();
   }
@@ -36,6 +37,7 @@ class DelayedStore extends FakeStore {
   }
   /** Lets every acquire whose round-trip is over land. */
   async pump(): Promise<void> {
+    if (!this.waiting.some((w) => w.dueMs <= this.now())) return;
     const due = this.waiting.filter((w) => w.dueMs <= this.now());
     this.waiting = this.waiting.filter((w) => w.dueMs > this.now());
     for (const w of due) w.open();
@@ -154,6 +156,39 @@ describe("leased client: fast path and sizing", () => {
     // One take per 10 ms: a lease of 50 outlives its 900 ms; each ends with tokens left.
     const run = await steady(c, store, clock, 10, 5000);
     expect(run.dry).toBe(0);
+    await c.close();
+  });
+
+  it("never holds more than leasedHeldBound, also when a fast round-trip follows a slow stretch", async () => {
+    const clock = manualClock(0);
+    const store = new DelayedStore(clock.now, 800);
+    const opts = {
+      clock: clock.now,
+      batch: 50,
+      lowWater: 10,
+      maxBatch: 5000,
+      durationMs: 2000,
+      marginMs: 100,
+    };
+    const c = new LeasedClient(store, big, opts);
+    const bound = leasedHeldBound(opts);
+    // 10 tokens/ms for 4 s over 800 ms round-trips: batches at maxBatch, and a refresh lead
+    // (two smoothed round-trips) near the lease's usable 1.9 s. Then round-trips of 1 ms and a
+    // trickle: the next refreshes land while the two previous leases are still live (three
+    // leases, ~1.5·bound, when the asks are not capped by the room left under the bound).
+    let heldMax = 0;
+    for (let t = 0; t < 7000; t++) {
+      clock.advance(1);
+      if (t === 4000) store.rttMs = 1;
+      await store.pump();
+      const n = t < 4000 ? 10 : t % 20 === 0 ? 1 : 0;
+      for (let k = 0; k < n; k++) c.tryTake(1);
+      heldMax = Math.max(heldMax, c.available());
+    }
+    expect(Math.max(...store.asked)).toBe(5000);
+    expect(heldMax).toBeLessThanOrEqual(bound);
+    // The cap trims an ask; the client goes on leasing (no stall at the bound).
+    expect(c.available()).toBeGreaterThan(0);
     await c.close();
   });
 
