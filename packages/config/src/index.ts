@@ -50,7 +50,10 @@ export {
 } from "./policies.js";
 export { type StaticChange, sizingChange } from "./static-change.js";
 export {
+  defaultLeasedMaxBatch,
   deriveRefundSecret,
+  type LeasedConfig,
+  leasedDefaults,
   loadRegionConfig,
   type ParseOptions,
   parseRegionConfig,

@@ -21,6 +21,20 @@ const breakerSchema = z
   })
   .default({ failureThreshold: 5, openMs: 1000, halfOpenProbes: 1, closeAfterSuccesses: 2 });
 
+/**
+ * `leased.maxBatch` when the config leaves it out: rate sizing is the default (issue 24
+ * point 4), up to 100 batches per acquire, at most the 1e6 any batch may be (so it is never
+ * below `batch`). With the defaults (batch 50, durationMs 2000) a key is sized up to 5000
+ * tokens per acquire: one acquire a second serves it up to 5000 decisions/s per process
+ * before the ceiling binds (past it, acquires grow with the rate: rate ÷ 5000 a second).
+ * The ceiling also sets what one process may hold per key (2·maxBatch + lowWater,
+ * `leasedHeldBound`): a key is sized from its own rate (≈ durationMs / 2 of it), so a slow
+ * key still holds about a batch; only keys hotter than the ceiling's rate hold that much.
+ */
+export function defaultLeasedMaxBatch(batch: number): number {
+  return Math.min(1_000_000, 100 * batch);
+}
+
 const leasedSchema = z
   .strictObject({
     /** Serve /v1/check from in-process leases (seed §5.2) instead of one Redis call per check. */
@@ -28,9 +42,10 @@ const leasedSchema = z
     batch: intIn(1, 1_000_000).default(50),
     lowWater: intIn(0, 1_000_000).default(10),
     /**
-     * Batch sized from the observed rate (issue 24 point 4): each acquire asks for about a
-     * second's worth of the key's rate, at least `batch`, at most this; the low-water mark
-     * and a refresh before the lease ends follow the rate too. Absent: `batch` (fixed).
+     * Batch sized from the observed rate (issue 24 point 4): each acquire asks for about
+     * `durationMs / 2` worth of the key's rate, at least `batch`, at most this; the low-water
+     * mark and a refresh before the lease ends follow the rate too. Absent:
+     * `defaultLeasedMaxBatch(batch)` (sizing on); `maxBatch` = `batch` keeps a fixed batch.
      */
     maxBatch: intIn(1, 1_000_000).optional(),
     /** In-process lease duration (the bucket reserves it this long, from Redis TIME). */
@@ -46,13 +61,23 @@ const leasedSchema = z
   .default({ enabled: false, batch: 50, lowWater: 10, durationMs: 2000, marginMs: 100, maxKeys: 10_000 })
   .refine((l) => l.lowWater < l.batch, { message: "expected lowWater < batch", path: ["lowWater"] })
   .refine((l) => l.maxBatch === undefined || l.maxBatch >= l.batch, {
-    message: "expected maxBatch >= batch",
+    message: "expected maxBatch ≥ batch (maxBatch = batch keeps a fixed batch)",
     path: ["maxBatch"],
   })
   .refine((l) => l.marginMs < l.durationMs, {
     message: "expected marginMs < durationMs",
     path: ["marginMs"],
-  });
+  })
+  // After the refinements: an absent maxBatch is filled from the batch given (or defaulted).
+  .transform((l) => ({ ...l, maxBatch: l.maxBatch ?? defaultLeasedMaxBatch(l.batch) }));
+
+/** The region config's `leased` block, defaults applied. */
+export type LeasedConfig = z.output<typeof leasedSchema>;
+
+/** What a region config without a `leased` block gets (leased mode off; the rest its defaults). */
+export function leasedDefaults(): LeasedConfig {
+  return leasedSchema.parse(undefined);
+}
 
 const REFUND_WINDOW_DEFAULT_MS = 60_000;
 

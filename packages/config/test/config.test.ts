@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import {
   baseShares,
   ConfigError,
+  defaultLeasedMaxBatch,
   deriveRefundSecret,
   loadPolicies,
   loadRegionConfig,
@@ -73,6 +74,8 @@ describe("region config", () => {
     });
     expect(c.leased.batch).toBe(50);
     expect(c.leased.lowWater).toBe(10);
+    // Rate sizing is the default (issue 24 point 4): up to 100 batches per acquire.
+    expect(c.leased.maxBatch).toBe(5000);
     expect(c.keyHashSecret).toBeUndefined();
     expect(c.deniedStatus).toBe(429);
     expect(parseRegionConfig({ ...good(), deniedStatus: 200 }, { file: "x.json" }).deniedStatus).toBe(200);
@@ -112,6 +115,13 @@ describe("region config", () => {
       "leased.durationMs: expected ≤ lease.loanDurationMs (D) = 1500",
     ],
     [{ leased: { marginMs: 0 } }, "leased.marginMs: expected number ≥ 1"],
+    [
+      { leased: { batch: 50, maxBatch: 49 } },
+      "leased.maxBatch: expected maxBatch ≥ batch (maxBatch = batch keeps a fixed batch)",
+    ],
+    [{ leased: { maxBatch: 0 } }, "leased.maxBatch: expected number ≥ 1"],
+    [{ leased: { maxBatch: 2_000_000 } }, "leased.maxBatch: expected number ≤ 1000000"],
+    [{ leased: { maxBatch: 100.5 } }, "leased.maxBatch: expected integer in [1, 1000000]"],
     [{ lease: { epsilonMs: 0, loanDurationMs: 3000 } }, "lease.epsilonMs: expected number ≥ 1"],
     [{ refund: { windowMs: 0 } }, "refund.windowMs: expected number ≥ 100"],
     [{ refund: { secret: "short" } }, "refund.secret"],
@@ -143,6 +153,21 @@ describe("region config", () => {
     expect(parseRegionConfig({ ...good(), redis: { url } }, { file: "f.json" }).redis.batch).toBeUndefined();
     const on = parseRegionConfig({ ...good(), redis: { url, batch: {} } }, { file: "f.json" });
     expect(on.redis.batch).toEqual({ maxChecks: 64, maxWaitUs: 500 });
+  });
+
+  it("leased.maxBatch: 100 × batch when absent (at most 1e6), as written otherwise", () => {
+    const maxBatch = (leased: Record<string, unknown>) =>
+      parseRegionConfig({ ...good(), leased }, { file: "f" }).leased.maxBatch;
+    expect(maxBatch({ enabled: true })).toBe(5000);
+    expect(maxBatch({ enabled: true, batch: 500, lowWater: 100 })).toBe(50_000);
+    expect(maxBatch({ batch: 20_000 })).toBe(1_000_000);
+    // Written as the batch: a fixed batch, as before sizing was the default.
+    expect(maxBatch({ enabled: true, batch: 50, maxBatch: 50 })).toBe(50);
+    expect(maxBatch({ enabled: true, maxBatch: 800 })).toBe(800);
+    for (const batch of [1, 7, 10_000, 999_999, 1_000_000]) {
+      expect(defaultLeasedMaxBatch(batch)).toBeGreaterThanOrEqual(batch);
+      expect(defaultLeasedMaxBatch(batch)).toBeLessThanOrEqual(1_000_000);
+    }
   });
 
   it("accepts a leased duration up to D, and any while leased mode is off", () => {

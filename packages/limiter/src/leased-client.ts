@@ -44,7 +44,7 @@ export function leaseWindow(
 
 /**
  * The most tokens one leased client holds at once: a fixed batch prefetches one batch at the
- * low-water mark (batch + lowWater); a rate-sized one may hold
+ * low-water mark (batch + lowWater); a rate-sized one (the region config's default) may hold
  * an ending lease's rest beside a new batch, each at most maxBatch, its mark at most half a
  * batch (2·maxBatch + lowWater). The client enforces it: an acquire asks for at most the
  * room left under it, and none when there is none.

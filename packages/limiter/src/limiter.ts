@@ -292,7 +292,7 @@ export class Limiter {
     this.leases = new LeasePool(this.store, {
       batch: l.batch,
       lowWater: l.lowWater,
-      ...(l.maxBatch !== undefined ? { maxBatch: l.maxBatch } : {}),
+      maxBatch: l.maxBatch,
       durationMs: l.durationMs,
       marginMs: l.marginMs,
       maxKeys: l.maxKeys,
@@ -474,9 +474,13 @@ export class Limiter {
     const { cap, rate } = this.slice(policy);
     const degraded = source !== "lease" || this.breaker.state !== "closed";
     const retry = allowed ? 0 : Math.max(1, Math.ceil(this.breaker.msUntilProbe() / 1000));
-    // What one leased client may hold (leasedHeldBound: batch + lowWater when the batch is fixed).
+    // What one leased client may hold (leasedHeldBound: 2·maxBatch + lowWater with the default
+    // rate sizing, batch + lowWater for a fixed batch), and never more than C: its leases are
+    // counted in the region's bucket (leased + bucket ≤ C·s/U ≤ C), and the pool replaces the
+    // client when the policy changes.
     const l = this.config.leased;
-    const held = source === "fail_open" ? cap : l.enabled ? leasedHeldBound(l) : 0;
+    const held =
+      source === "fail_open" ? cap : l.enabled ? Math.min(leasedHeldBound(l), policy.limit.capacity) : 0;
     const result: CheckResult = {
       allowed,
       limit: policy.limit.capacity,

@@ -5,9 +5,11 @@
 import { keyPolicy } from "@geoquota/testkit";
 import { describe, expect, it } from "vitest";
 import { LeasedClient, leasedHeldBound } from "../src/leased-client.js";
+import { Limiter } from "../src/limiter.js";
 import type { KeyPolicy, Lease } from "@geoquota/core";
-import { manualClock } from "./helpers/config.js";
+import { manualClock, testConfig } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
+import { withPoliciesFor } from "./helpers/leased-mode.js";
 
 const big: KeyPolicy = keyPolicy({
   resource: "sized",
@@ -191,6 +193,36 @@ describe("leased client: fast path and sizing", () => {
     expect(c.available()).toBeGreaterThan(0);
     await c.close();
   });
+
+  it.each([1, 4])(
+    "the region config's defaults (leased: { enabled: true }): %i token/ms never runs dry in the service",
+    async (perMs) => {
+      const clock = manualClock(0);
+      const store = new DelayedStore(clock.now, 20);
+      const limiter = new Limiter({
+        store,
+        config: testConfig({ leased: { enabled: true } }),
+        policies: withPoliciesFor("steady", "sized", { capacity: 1_000_000, refillPerSecond: 1_000_000 }),
+        clock: clock.now,
+      });
+      const run = async (forMs: number) => {
+        let dry = 0;
+        for (let t = 0; t < forMs; t++) {
+          clock.advance(1);
+          await store.pump();
+          for (let k = 0; k < perMs; k++)
+            if ((await limiter.check("steady", "sized")).source !== "lease") dry++;
+        }
+        return dry;
+      };
+      await run(2000);
+      // Every decision from memory: the batch follows the rate and the mark the round-trip
+      // (a fixed batch of 50 with its mark of 10 runs dry every 10 to 50 ms here).
+      expect(await run(5000)).toBe(0);
+      expect(store.asked.length).toBeLessThan(40);
+      await limiter.close();
+    },
+  );
 
   it("without maxBatch the batch stays fixed (the stream package's leases)", async () => {
     const clock = manualClock(0);

@@ -36,6 +36,7 @@ function config(redisUrl: string, leased: boolean, replicated = true) {
     {
       policy: { replicated, limiterStaleMs: 1000 },
       breaker: { failureThreshold: 2, openMs: 200, halfOpenProbes: 1, closeAfterSuccesses: 1 },
+      // The batch sized from the rate, as the config defaults (maxBatch 100 × batch = 1000).
       leased: { enabled: leased, batch: 10, lowWater: 3, durationMs: 2000, marginMs: 100 },
     },
   );

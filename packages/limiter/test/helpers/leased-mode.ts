@@ -9,12 +9,15 @@ export function withPoliciesFor(tenant: string, resource: string, spec: PolicySp
   return withPolicy(testPolicies(), tenant, resource, r.spec);
 }
 
-/** An app in leased mode over a FakeStore. */
-export async function leasedApp(policies: PolicySet = testPolicies()) {
+/**
+ * An app in leased mode over a FakeStore: the config's defaults (batch 50, lowWater 10,
+ * sized from the rate up to maxBatch 5000) unless `leased` says otherwise.
+ */
+export async function leasedApp(policies: PolicySet = testPolicies(), leased: Record<string, unknown> = {}) {
   const store = new FakeStore();
   const app = await limiterApp({
     store,
-    config: testConfig({ leased: { enabled: true, batch: 50, lowWater: 10 } }),
+    config: testConfig({ leased: { enabled: true, ...leased } }),
     policies,
   });
   return { app, store };
