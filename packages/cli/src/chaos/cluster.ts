@@ -11,8 +11,13 @@ import { addWanLatency } from "./toxics.js";
 
 export const CHAOS_RESOURCE = "chaos";
 export const CHAOS_POLICIES = join(repoRoot, "regions", "chaos-policies.json");
-/** In-process lease sizing of the leased region; a cut-off limiter holds at most batch + lowWater. */
-export const LEASED = { batch: 10, lowWater: 3 } as const;
+/**
+ * In-process lease sizing of the leased region: sized from the rate, as the config's default
+ * is, but under a ceiling of 2 batches instead of the default 100 (1000 here), so that what a
+ * cut-off limiter may hold (leasedHeldBound: 2·maxBatch + lowWater = 43) stays well under the
+ * chaos key's capacity (200) and the fail-closed check keeps its teeth.
+ */
+export const LEASED = { batch: 10, lowWater: 3, maxBatch: 20 } as const;
 
 export interface ChaosTopology {
   readonly regions: number;
@@ -31,7 +36,7 @@ export function chaosClusterOptions(t: ChaosTopology): ClusterOptions {
     toxiproxy: true,
     policiesFile: CHAOS_POLICIES,
     regionOverrides: {
-      [t.leasedRegion]: { leased: { enabled: true, batch: LEASED.batch, lowWater: LEASED.lowWater } },
+      [t.leasedRegion]: { leased: { enabled: true, ...LEASED } },
     },
   };
 }

@@ -6,6 +6,7 @@
 // heal, fail-closed while a limiter's Redis is away. Nothing here prints: the
 // caller formats the result (report.ts).
 import { loadRegionConfig } from "@geoquota/config";
+import { leasedHeldBound } from "@geoquota/limiter/internal";
 import { checkGlobalBound, type OracleVerdict } from "@geoquota/sim";
 import type { Cluster } from "../cluster/orchestrator.js";
 import { OUTCOME, RequestLog } from "../demo/request-log.js";
@@ -306,7 +307,7 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
         regionId: region,
         cutMs: r.injectedMs,
         healMs: r.healStartMs,
-        leasedMax: region === o.leasedRegion ? LEASED.batch + LEASED.lowWater : 0,
+        leasedMax: region === o.leasedRegion ? leasedHeldBound(LEASED) : 0,
         breakerMs: 1000,
       });
     });
