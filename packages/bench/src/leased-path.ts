@@ -1,10 +1,14 @@
 // Section 3: the leased in-process path (LeasedClient.tryTake, awaiting one
 // acquire only when the held leases run dry) against rate-limiter-flexible's
-// RateLimiterMemory, alternating runs, 1,000 keys. Variants: the config's
-// fixed batch through LeasePool.get per decision (as before issue 24 point 4);
-// the same smallest batch sized from the observed rate (`leased.maxBatch`) by a
-// caller that holds its clients (no lookup per decision: the headline); a fixed
-// batch of 500. Redis ops per decision come from INFO commandstats.
+// RateLimiterMemory, alternating runs, 1,000 keys. Variants: the region
+// config's `leased` defaults (batch 50 sized from the observed rate up to
+// `maxBatch` 5000) as the service runs them, one `LeasePool.get` per decision
+// (`Limiter.check` looks the key's client up on every check); the same defaults
+// for a caller that holds its clients (an embedding that keeps one
+// `LeasedClient` per key: no lookup per decision, the headline); and a fixed
+// batch of 50 (`maxBatch: 50`), what leased mode gave before sizing was the
+// default. Redis ops per decision come from INFO commandstats.
+import { type LeasedConfig, leasedDefaults } from "@geoquota/config";
 import { createRedisStore, initFreshRegion } from "@geoquota/limiter";
 import { LeasePool } from "@geoquota/limiter/internal";
 import type { RedisServer } from "@geoquota/procs";
@@ -16,24 +20,21 @@ import { commandStats, statsBetween } from "./redis-stats.js";
 import type { Budget, LatencySummary } from "./types.js";
 
 const MAX_OPS_PER_RUN = 50_000_000;
-/** The region config's defaults (packages/config leased.*): what a deployment gets. */
-export const LEASE_BATCH = 50;
-/** A larger batch, to show what the Redis-ops target needs. */
-export const LEASE_BATCH_LARGE = 500;
-/** The config default `leased.maxBatch` (packages/config): the sized batch's ceiling. */
-export const LEASE_MAX_BATCH = 5000;
+/** The region config's `leased` block when a deployment writes only `enabled: true`. */
+const DEFAULTS: LeasedConfig = { ...leasedDefaults(), enabled: true };
 
-/** One variant: smallest batch, its ceiling (= batch: fixed), and whether the caller holds its clients. */
+/** One variant: the `leased` block it runs, and whether the caller holds its clients. */
 interface VariantSpec {
-  readonly batch: number;
-  readonly maxBatch: number;
+  readonly leased: LeasedConfig;
+  /** The config's defaults, untouched. */
+  readonly configDefault: boolean;
   readonly held: boolean;
 }
 
 const VARIANTS: readonly VariantSpec[] = [
-  { batch: LEASE_BATCH, maxBatch: LEASE_BATCH, held: false },
-  { batch: LEASE_BATCH, maxBatch: LEASE_MAX_BATCH, held: true },
-  { batch: LEASE_BATCH_LARGE, maxBatch: LEASE_BATCH_LARGE, held: false },
+  { leased: DEFAULTS, configDefault: true, held: false },
+  { leased: DEFAULTS, configDefault: true, held: true },
+  { leased: { ...DEFAULTS, maxBatch: DEFAULTS.batch }, configDefault: false, held: false },
 ];
 const SEQUENCE = 1 << 16;
 /** Unmeasured warm-up before each measured run. */
@@ -62,6 +63,8 @@ export interface LeasedVariant {
   readonly leaseBatch: number;
   /** Ceiling of the rate-sized batch (= leaseBatch: fixed). */
   readonly maxBatch: number;
+  /** The region config's `leased` defaults (with `enabled: true`), untouched. */
+  readonly configDefault: boolean;
   /** The caller holds one LeasedClient per key (no LeasePool.get per decision). */
   readonly heldClients: boolean;
   readonly geoquota: InProcessFigures;
@@ -75,7 +78,7 @@ export interface LeasedVariant {
 export interface LeasedPathResult {
   readonly keys: number;
   readonly rlfMemory: InProcessFigures;
-  /** The config default batch (the headline) and a larger one. */
+  /** The config's defaults through the pool and with held clients (the headline), a fixed batch. */
   readonly variants: LeasedVariant[];
 }
 
@@ -167,15 +170,9 @@ async function benchBatch(
   await redis.flushall();
   await initFreshRegion(redis);
   const store = createRedisStore({ redis, region: BENCH_REGION, timing: TIMING });
-  const { batch, maxBatch } = spec;
-  const pool = new LeasePool(store, {
-    batch,
-    lowWater: Math.floor(batch / 5),
-    maxBatch,
-    durationMs: 2000,
-    marginMs: 100,
-    maxKeys: 10_000,
-  });
+  const { batch, lowWater, maxBatch, durationMs, marginMs, maxKeys } = spec.leased;
+  // As Limiter builds its pool from the config's `leased` block.
+  const pool = new LeasePool(store, { batch, lowWater, maxBatch, durationMs, marginMs, maxKeys });
   const policies = benchPolicies();
   const policyOf = (i: number) => policies[seq[i & (SEQUENCE - 1)]!]!;
   const clients = policies.map((p) => pool.get(p));
@@ -213,6 +210,7 @@ async function benchBatch(
     variant: {
       leaseBatch: batch,
       maxBatch,
+      configDefault: spec.configDefault,
       heldClients: spec.held,
       geoquota: summary(g),
       ratioVsRlfMemory: median(ratios),

@@ -116,8 +116,10 @@ export function leasedRows(l: LeasedPathResult): Row[] {
     },
   ];
   for (const v of l.variants) {
-    const sized = v.maxBatch > v.leaseBatch ? ` sized ≤ ${v.maxBatch}` : "";
-    const name = `leased (batch ${v.leaseBatch}${sized}${v.heldClients ? ", held clients" : ", pool.get"})`;
+    const sized = v.maxBatch > v.leaseBatch ? ` sized ≤ ${v.maxBatch}` : " fixed";
+    const which = v.configDefault ? "config default, " : "";
+    const caller = v.heldClients ? "held clients" : "pool.get per decision";
+    const name = `leased (${which}batch ${v.leaseBatch}${sized}, ${caller})`;
     rows.push(
       {
         section: s,
