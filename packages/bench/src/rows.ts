@@ -6,6 +6,7 @@ import type { DegradedResult } from "./degraded.js";
 import type { FootprintResult } from "./footprint.js";
 import type { LeasedPathResult } from "./leased-path.js";
 import type { MemoryResult } from "./memory.js";
+import type { RedisCostResult } from "./redis-cost.js";
 import type { RedisPathResult } from "./redis-path.js";
 import type { RlsPathResult } from "./rls-path.js";
 import type { SkewResult } from "./skew.js";
@@ -277,4 +278,47 @@ export function footprintRows(f: FootprintResult): Row[] {
     });
   }
   return rows;
+}
+
+export function redisCostRows(c: RedisCostResult): Row[] {
+  const s = "12 redis instructions";
+  if (c.skipped !== "") return [{ section: s, metric: "skipped", value: c.skipped, target: "" }];
+  const names: Record<string, string> = {
+    ceiling: "ceiling (minimal script)",
+    checkAllowed: "store.check, admitted",
+    checkDenied: "store.check, denied",
+    checkBatched: `store.check batched (64 per call)`,
+    rlf: "RLF consume",
+  };
+  const rows: Row[] = Object.entries(c.variants).map(([v, f]) => ({
+    section: s,
+    metric: `${names[v] ?? v}: instructions per decision (script calls; commands inside)`,
+    value: `${fmt.int(f.instructionsPerDecision)} (${fmt.num(f.scriptCallsPerDecision, 2)}; ${fmt.num(f.innerCommandsPerDecision, 2)})`,
+    target: "",
+  }));
+  return [
+    ...rows,
+    // Issue 24 point 1: Redis CPU per decision ≤ 1.3× the ceiling's (instructions: the same ratio
+    // without the machine's load); point 2: batched ≥ 2× the one-call ceiling needs ≤ 0.5×.
+    {
+      section: s,
+      metric: "store.check ÷ ceiling (instructions per decision)",
+      value: fmt.ratio(c.allowedVsCeiling),
+      target: "≤ 1.30×",
+      met: c.allowedVsCeiling <= 1.3,
+    },
+    {
+      section: s,
+      metric: "batched ÷ one-call ceiling (instructions per decision)",
+      value: fmt.ratio(c.batchedVsCeiling),
+      target: "≤ 0.50×",
+      met: c.batchedVsCeiling <= 0.5,
+    },
+    {
+      section: s,
+      metric: "store.check ÷ RLF (instructions per decision)",
+      value: fmt.ratio(c.allowedVsRlf),
+      target: "",
+    },
+  ];
 }
