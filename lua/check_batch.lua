@@ -1,8 +1,6 @@
 -- check_batch.lua: a micro-batch of check decisions (store option `batch`), one call, in order.
--- KEYS: per item i (0-based) 8 keys at 1+8i: gq:inc, gq:dirty, P:b, P:c, P:l, P:k, P:z, gq:dg
--- ARGV: 1 region, 2 itemCount, then per item i 12 values at 3+12i: algorithm, capacity,
---       refillPerSecond, windowUs, baseShare, floorShare, policyVersion, epsilonUs, loanDurationUs,
---       ttlMs, dirtyMember, cost
+-- KEYS: per item i (0-based) 4 keys at 1+4i: gq:inc, gq:dg, P:b, gq:pv
+-- ARGV: 1 region, 2 itemCount, then per item i 1 value at 3+i: cost
 -- Returns: per item i the 7 values check.lua returns, at 1+7i: allowed 0|1, remaining, share,
 --          leased, recovering 0|1, nowUs, resetUs
 -- Each item is decided by check.lua itself (its text is placed at the `-- @check` line below, the
@@ -19,9 +17,9 @@ local n = tonumber(ARGV[2])
 local k, a = {}, { ARGV[1] }
 local out = {}
 for i = 0, n - 1 do
-  local kb, ab, ob = 8 * i, 2 + 12 * i, 7 * i
-  for j = 1, 8 do k[j] = KEYS[kb + j] end
-  for j = 1, 12 do a[j + 1] = ARGV[ab + j] end
+  local kb, ob = 4 * i, 7 * i
+  for j = 1, 4 do k[j] = KEYS[kb + j] end
+  a[2] = ARGV[3 + i]
   local r = check_one(k, a)
   for j = 1, 7 do out[ob + j] = r[j] end
 end
