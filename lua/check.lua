@@ -1,10 +1,10 @@
 -- check.lua: one admission decision for one key (every algorithm).
 -- KEYS: 1 gq:inc, 2 gq:dg, 3 P:b, 4 gq:pv
 -- ARGV: 1 region, 2 cost
--- Returns: {allowed 0|1, remaining (integer or %.17g string), share, leased, recovering 0|1, nowUs,
---           resetUs}
--- The caller derives capacity (C·share/U − leased; windows C·base/U) and rate (R·share/U; windows 0)
--- with the same double operations, so the script formats no more than it must.
+-- Returns: packed doubles of allowed 0|1, remaining, share, leased, recovering 0|1, nowUs, resetUs
+-- (struct.pack '<d' each: exact, and a table reply costs Redis more than the decision's arithmetic;
+-- packages/redis/src/packed.ts). The caller derives capacity (C·share/U − leased; windows C·base/U)
+-- and rate (R·share/U; windows 0) with the same double operations.
 -- A denial writes only the denied counter (plus, at most once per drain round or TTL period,
 -- keep()'s bookkeeping) and a bucket restarted by a policy change. The token bucket path reads
 -- P:l / P:k only when the bucket is (re)created.
@@ -17,10 +17,16 @@
 -- model replay test covers both paths). Commands: TIME, MGET (marker, drain generation, policy),
 -- HMGET (v, c), HSET (v and c; a denial: c), plus keep()'s PEXPIRE / SADD when due (about once per
 -- ttl, and once per drain round, per active key). Anything else falls through to the general path
--- with the same TIME and reads.
-local t_ = redis.call('TIME')
-local now = tonumber(t_[1]) * 1000000 + tonumber(t_[2])
-local g_ = redis.call('MGET', KEYS[1], KEYS[2], KEYS[4])
+-- with the same TIME and reads. In a micro-batch (check_batch.lua) ARGV's fields `now` and `g` carry
+-- the batch's one TIME and this item's shard reads (marker, drain generation, policy), read once
+-- per shard and policy version for the batch; `slow` tells the batch that the general path ran
+-- (it may have created the marker or the policy entry: read them again).
+local now, g_ = ARGV.now, ARGV.g
+if not now then
+  local t_ = redis.call('TIME')
+  now = tonumber(t_[1]) * 1000000 + tonumber(t_[2])
+end
+if not g_ then g_ = redis.call('MGET', KEYS[1], KEYS[2], KEYS[4]) end
 local h_ = false
 if g_[1] and g_[3] then
   local pk, alg, C, R, _, base, _, eps, D, ttl = cmsgpack.unpack(g_[3])
@@ -50,38 +56,34 @@ if g_[1] and g_[3] then
           allowed = 1
           tk = tk - cost
           p = p + cost
-          -- lib/refunds.lua inlined: the record decoded at the stored ts, rf_note(ts − 1, headroom
-          -- before the admission), encoded at the new ts (an admission raises the headroom:
-          -- store_bucket's rf_note_low would note nothing).
-          local rf = {}
-          for j = 7, #v, 2 do
-            rf[j - 6], rf[j - 5] = ts0 - v[j], v[j + 1]
-          end
+          -- lib/refunds.lua inlined, in place on v's pairs (d_j = ts0 − t_j, m_j): rf_note(ts − 1,
+          -- headroom before the admission), then every d_j re-based on the new ts (an admission
+          -- raises the headroom: store_bucket's rf_note_low would note nothing). Integral µs: the
+          -- same numbers as decoding to t_j, noting, and encoding at the new ts.
           local q = 0
           if hd > 0 then
             q = math.floor(hd * 1000)
             if q / 1000 > hd then q = q - 1 end
           end
-          local nr, at = #rf, ts - 1
-          if not (nr > 0 and rf[nr - 1] >= at and rf[nr] <= q) then
-            while nr > 0 and rf[nr] >= q do
-              if rf[nr - 1] > at then at = rf[nr - 1] end
-              rf[nr], rf[nr - 1] = nil, nil
+          local nr, at = #v, ts - 1
+          if not (nr > 6 and ts0 - v[nr - 1] >= at and v[nr] <= q) then
+            while nr > 6 and v[nr] >= q do
+              if ts0 - v[nr - 1] > at then at = ts0 - v[nr - 1] end
+              v[nr], v[nr - 1] = nil, nil
               nr = nr - 2
             end
-            rf[nr + 1], rf[nr + 2] = at, q
-            if nr + 2 > 8 then -- 2 · RF_MAX
-              rf[4] = rf[2]
-              table.remove(rf, 1)
-              table.remove(rf, 1)
+            v[nr + 1], v[nr + 2] = ts0 - at, q
+            if nr + 2 > 14 then -- 6 + 2 · RF_MAX
+              v[10] = v[8]
+              table.remove(v, 7)
+              table.remove(v, 7)
             end
           end
-          v[2], v[3] = tk, ts
-          local nv = #rf
-          for j = 1, nv, 2 do
-            v[6 + j], v[7 + j] = ts - rf[j], rf[j + 1]
+          local shift = ts - ts0
+          if shift ~= 0 then
+            for j = 7, #v, 2 do v[j] = v[j] + shift end
           end
-          for j = 7 + nv, #v do v[j] = nil end
+          v[2], v[3] = tk, ts
         else
           d = d + cost
         end
@@ -108,13 +110,12 @@ if g_[1] and g_[3] then
         if due then redis.call('PEXPIRE', KEYS[3], 2 * ttl) end
         local rec = 0
         if now < born + D + 2 * eps then rec = 1 end
-        local rtk = tk
-        if not (tk == math.floor(tk) and tk > -9e15 and tk < 9e15) then rtk = string.format('%.17g', tk) end
-        return { allowed, rtk, s, o, rec, now, 0 }
+        return struct.pack('<ddddddd', allowed, tk, s, o, rec, now, 0)
       end
     end
   end
 end
+ARGV.slow = true
 -- @lib
 local marker, gen = g_[1], g_[2] or '0'
 if not marker then marker = ensure_marker(KEYS[1], KEYS[2], KEYS[4], now) end
@@ -141,7 +142,7 @@ if P.rate_alg then
   flush(R)
   local rec = 0
   if B.recovering then rec = 1 end
-  return { allowed, reply_num(B.tk), B.s, reply_num(B.o), rec, now, 0 }
+  return struct.pack('<ddddddd', allowed, B.tk, B.s, B.o, rec, now, 0)
 end
 local R = load_rec(KEYS[3], region, marker, P, { 'w', 'q' })
 local ok, rem, reset, commit = decide_window(R, P, born, now, cost, cost_str)
@@ -157,4 +158,4 @@ keep(R, P, now, gen)
 flush(R)
 local rec, share = 0, P.base
 if now < rec_end(born, P) then rec, share = 1, 0 end
-return { allowed, reply_num(rem), share, 0, rec, now, reset }
+return struct.pack('<ddddddd', allowed, rem, share, 0, rec, now, reset)

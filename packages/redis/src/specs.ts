@@ -22,6 +22,8 @@ export interface ScriptSpec {
   readonly itemTail?: string;
   /** Further arguments follow the fixed ones in a script-specific layout (loan_merge, lease_acquire). */
   readonly variadicArgv?: true;
+  /** The reply is one string of packed doubles (packed.ts), not a table: the hot path's. */
+  readonly packedReply?: true;
 }
 
 const keyScript = (file: string, extra: readonly string[]): ScriptSpec => ({
@@ -31,7 +33,7 @@ const keyScript = (file: string, extra: readonly string[]): ScriptSpec => ({
 });
 
 export const SCRIPTS = {
-  check: keyScript("check.lua", ["cost"]),
+  check: { ...keyScript("check.lua", ["cost"]), packedReply: true },
   refund: keyScript("refund.lua", ["cost", "receiptId", "admittedUs", "expiresUs"]),
   checkCompound: {
     file: "check_compound.lua",
@@ -47,6 +49,7 @@ export const SCRIPTS = {
     argv: ["region", "itemCount"],
     itemKeys: KEY_SCRIPT_KEYS,
     itemArgv: ["cost"],
+    packedReply: true,
   },
   leaseAcquire: {
     ...keyScript("lease_acquire.lua", ["leaseId", "tokens", "durationUs", "releaseCount"]),
