@@ -186,7 +186,7 @@ export function skewRows(k: SkewResult): Row[] {
 export function memoryRows(m: MemoryResult): Row[] {
   const s = "6 redis memory/key";
   return [
-    { section: s, metric: "RLF key (reference)", value: `${m.rlfKeyBytes} B`, target: "" },
+    { section: s, metric: `RLF key (reference), ${m.names}`, value: `${m.rlfKeyBytes} B`, target: "" },
     ...m.rows.map((r) => ({
       section: s,
       metric: `${r.algorithm}: ${Object.keys(r.keys).join(" + ")}`,
@@ -194,6 +194,19 @@ export function memoryRows(m: MemoryResult): Row[] {
       // Issue 24 point 5: a token-bucket key with its CRDT counters in 160 bytes.
       ...(r.algorithm === "token_bucket" ? { target: "≤ 160 B", met: r.totalBytes <= 160 } : { target: "" }),
     })),
+    {
+      section: s,
+      metric: "token_bucket in a running region (10^6 own admissions, a drain); with 2 more regions' counters",
+      value: `${m.runningTokenBucketBytes} B; ${m.threeRegionsTokenBucketBytes} B`,
+      target: "≤ 160 B",
+      met: m.runningTokenBucketBytes <= 160,
+    },
+    {
+      section: s,
+      metric: "an idle key: its bytes until its TTL ends it; a policy version's entry per shard",
+      value: `ttl … 2·ttl = ${fmt.num(m.idleTtlSeconds, 2)} … ${fmt.num(2 * m.idleTtlSeconds, 2)} s after its last write; ${m.policyEntryBytes} B`,
+      target: "",
+    },
   ];
 }
 

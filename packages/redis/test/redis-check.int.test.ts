@@ -7,6 +7,7 @@ import {
   createRedisStore,
   dirtyKey,
   initFreshRegion,
+  keyNames,
   markerKey,
   type RedisRegionStore,
   shardOf,
@@ -151,6 +152,41 @@ describe("atomicity", () => {
     expect((await store.check(p, 0.25)).allowed).toBe(true);
     expect((await store.check(p, 0.75)).allowed).toBe(true);
     expect((await store.check(p, 0.01)).allowed).toBe(false);
+  });
+});
+
+describe("a key of a finished incarnation", () => {
+  // The shard's marker replaced by another one born at 0 (as a fresh region's: no recovery), the
+  // old one put back afterwards (this file's other keys live under it).
+  async function underAnotherMarker(tenant: string, fn: () => Promise<void>) {
+    const k = markerKey(shardOf(tenant));
+    const old = (await redis.get(k)) as string;
+    await redis.set(k, "1234567:0");
+    try {
+      await fn();
+    } finally {
+      await redis.set(k, old);
+    }
+  }
+
+  it("its sliding log counts nothing; its own counters stay that replica's", async () => {
+    const p = policy({ algorithm: "sliding_log", capacity: 3, refillPerSecond: 3, windowMs: 60_000 });
+    for (let i = 0; i < 3; i++) expect((await store.check(p, 1)).allowed).toBe(true);
+    expect((await store.check(p, 1)).allowed).toBe(false);
+    const marker = (await redis.get(markerKey(shardOf(p.tenant)))) as string;
+    const before = `eu.${marker.slice(0, marker.indexOf(":"))}`;
+    await underAnotherMarker(p.tenant, async () => {
+      // The old incarnation's 3 admissions are not this one's: both admitted, the log holds 2.
+      expect((await store.check(p, 1)).allowed).toBe(true);
+      expect((await store.check(p, 1)).allowed).toBe(true);
+      const [, , , , z] = keyNames(p.tenant, p.resource);
+      expect(await redis.zcard(z as string)).toBe(2);
+      expect((await store.inspect(p)).counters).toEqual({
+        admitted: { [before]: 3, "eu.1234567": 2 },
+        refunded: {},
+        denied: { [before]: 1 },
+      });
+    });
   });
 });
 
