@@ -555,28 +555,34 @@ async function redisDumps(
   r: Region,
   shard: number,
 ): Promise<{ marker: string | null; keys: Map<string, KeyDump> }> {
-  const marker = await r.redis.get(markerKey(shard));
-  const keys = new Map<string, KeyDump>();
-  for (const resource of r.keys.keys()) {
-    const a = args(r.policies.get(resource) as KeyPolicy);
-    const [kb, , kl, kk, kz] = a.itemKeys as string[];
-    const m = r.redis
-      .multi()
-      .eval(DUMP_HASH, 2, kb as string, policyIndexKey(shard))
+  // One MULTI for the marker and every key (each step's comparison is one round trip: the
+  // sequences' loans and assignments last milliseconds).
+  const m = r.redis.multi().get(markerKey(shard));
+  const resources = [...r.keys.keys()];
+  for (const resource of resources) {
+    const [kb, , kl, kk, kz] = args(r.policies.get(resource) as KeyPolicy).itemKeys as string[];
+    m.eval(DUMP_HASH, 2, kb as string, policyIndexKey(shard))
       .hgetall(kl as string)
       .hgetall(kk as string)
       .zrange(kz as string, "0", "-1", "WITHSCORES");
-    // The model has no expiry: the keys' TTLs (lua/lib/keep.lua keep(), never a decision) are
-    // removed so that a long sequence compares state, not expiry.
-    for (const k of a.itemKeys) m.persist(k);
-    const [b, l, k, z] = ((await m.exec()) as [Error | null, unknown][]).map((x) => x[1]) as [
+  }
+  // The model has no expiry: the keys' TTLs (lua/lib/keep.lua keep(), never a decision) are
+  // removed so that a long sequence compares state, not expiry.
+  for (const resource of resources) {
+    for (const k of args(r.policies.get(resource) as KeyPolicy).itemKeys) m.persist(k);
+  }
+  const res = ((await m.exec()) as [Error | null, unknown][]).map((x) => x[1]);
+  const marker = res[0] as string | null;
+  const keys = new Map<string, KeyDump>();
+  resources.forEach((resource, i) => {
+    const [b, l, k, z] = res.slice(1 + 4 * i, 5 + 4 * i) as [
       string[],
       Record<string, string>,
       Record<string, string>,
       string[],
     ];
     const hash: Record<string, string> = {};
-    for (let i = 0; i < b.length; i += 2) hash[b[i] as string] = b[i + 1] as string;
+    for (let j = 0; j < b.length; j += 2) hash[b[j] as string] = b[j + 1] as string;
     const dump: KeyDump = { b: {}, c: {}, l: {}, k: {}, z: [] };
     // The record c = T, p, n, d, bk, dg: the own counters are replica <region>.<id of T>'s; the
     // state fields and the log are T's, compared only while T is the marker's (state of another
@@ -585,8 +591,8 @@ async function redisDumps(
     const tag = rec[0];
     const current = tag !== undefined && tagIs(tag, marker);
     if (tag !== undefined) {
-      for (const [i, kind] of ["p", "n", "d"].entries())
-        dump.c[`${kind}|${tagReplica(r.name, tag)}`] = Number(rec[i + 1]);
+      for (const [j, kind] of ["p", "n", "d"].entries())
+        dump.c[`${kind}|${tagReplica(r.name, tag)}`] = Number(rec[j + 1]);
     }
     for (const [f, v] of Object.entries(hash)) if (f[1] === "|") dump.c[f] = Number(v);
     for (const [f, v] of Object.entries(dump.c)) if (v === 0) delete dump.c[f];
@@ -613,7 +619,7 @@ async function redisDumps(
     for (const [f, v] of Object.entries(k ?? {})) dump.k[f] = nums(v);
     if (current) for (let j = 0; j < z.length; j += 2) dump.z.push([z[j] as string, Number(z[j + 1])]);
     keys.set(resource, dump);
-  }
+  });
   return { marker, keys };
 }
 
