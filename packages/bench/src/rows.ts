@@ -196,7 +196,8 @@ export function memoryRows(m: MemoryResult): Row[] {
     })),
     {
       section: s,
-      metric: "token_bucket in a running region (10^6 own admissions, a drain); with 2 more regions' counters",
+      metric:
+        "token_bucket in a running region (10^6 own admissions, a drain); with 2 more regions' counters",
       value: `${m.runningTokenBucketBytes} B; ${m.threeRegionsTokenBucketBytes} B`,
       target: "≤ 160 B",
       met: m.runningTokenBucketBytes <= 160,
