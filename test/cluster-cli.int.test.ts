@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { ROLE_NODE_FLAGS } from "@geoquota/cli";
 import { isLoopback, repoRoot, waitFor } from "@geoquota/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -249,6 +250,22 @@ describe("geoquota cluster: a local cluster one can see into (--json --logs --lo
       expect(admin.status).toBe(200);
       const config = JSON.parse(readFileSync(r.config, "utf8")) as { region: string; adminToken: string };
       expect(config).toMatchObject({ region: r.id, adminToken: line.adminToken });
+    }
+  });
+
+  it("each limiter and daemon runs with its role's node flags (the daemon's 1 MB semi-spaces)", () => {
+    expect(ROLE_NODE_FLAGS.gossip).toContain("--max-semi-space-size=1");
+    /** The node flags of a process: its arguments before the CLI's entry point. */
+    const nodeFlags = (pid: number) => {
+      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      return argv.slice(
+        1,
+        argv.findIndex((a) => a.endsWith("geoquota.mjs")),
+      );
+    };
+    for (const r of line.regions) {
+      expect(nodeFlags(r.pids.daemon), `${r.id} daemon`).toEqual(ROLE_NODE_FLAGS.gossip);
+      expect(nodeFlags(r.pids.limiter), `${r.id} limiter`).toEqual(ROLE_NODE_FLAGS.region);
     }
   });
 

@@ -4,7 +4,7 @@
 // hosts and proxies in the compose file must match those config files.
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { buildProgram, dialPairs } from "@geoquota/cli";
+import { buildProgram, dialPairs, ROLE_NODE_FLAGS } from "@geoquota/cli";
 import { loadPolicies, loadRegionConfig } from "@geoquota/config";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -15,6 +15,7 @@ const compose = parse(readFileSync(`${root}/docker-compose.yml`, "utf8"), { merg
     string,
     {
       command?: string[];
+      entrypoint?: string[];
       ports?: string[];
       image?: string;
       build?: string;
@@ -47,6 +48,13 @@ describe("docker-compose.yml agrees with the CLI and regions/docker", () => {
       expect(limiter && gossip && redis).toBeTruthy();
       expect(limiter!.command).toEqual(["region", "--config", configPath]);
       expect(gossip!.command).toEqual(["gossip", "--config", configPath]);
+      // Each role with the node flags the local cluster gives it (its young generation's size).
+      expect(gossip!.entrypoint).toEqual(["node", ...ROLE_NODE_FLAGS.gossip, "bin/geoquota.mjs"]);
+      expect(limiter!.entrypoint ?? ["node", ...ROLE_NODE_FLAGS.region, "bin/geoquota.mjs"]).toEqual([
+        "node",
+        ...ROLE_NODE_FLAGS.region,
+        "bin/geoquota.mjs",
+      ]);
       expect(commands.has("region") && commands.has("gossip")).toBe(true);
       expect(limiter!.healthcheck).toBeTruthy();
       expect(gossip!.healthcheck).toBeTruthy();

@@ -31,18 +31,35 @@ export interface DegradedPhase extends LatencySummary {
   readonly admitted: number;
   readonly maxUs: number;
   readonly seconds: number;
+  /**
+   * When the phase ended on decisions made without the store (its last store decision
+   * followed by degraded ones: the breaker open on a healthy server), the instant
+   * (performance.now) of the first of them; undefined when it ended on a store decision.
+   */
+  readonly degradedSinceMs: number | undefined;
 }
 
 export interface DegradedMode {
   readonly mode: DegradedModeName;
   readonly healthy: DegradedPhase;
   readonly outage: DegradedPhase;
-  /** Admissions the design allows this process during the outage. */
+  /**
+   * Admissions the design allows this process during the outage. Fail-open: r·b/U per key
+   * over the outage as this process saw it, which began at the healthy phase's first
+   * degraded decision when that phase ended degraded (a stall of the machine opening the
+   * breaker just before the kill): its buckets started then.
+   */
   readonly bound: number;
+  /** Seconds of that degraded run before the kill (0 when the healthy phase ended on the store). */
+  readonly degradedBeforeKillS: number;
   /** outage.admitted ÷ bound (0 when both are 0). */
   readonly admittedOverBound: number;
   /** Decisions by source during the outage (lease, unavailable, fail_open, store). */
   readonly sources: Record<string, number>;
+  /** Decisions by source in the healthy phase: all `store` or `lease` unless a call failed. */
+  readonly healthySources: Record<string, number>;
+  /** Failed store calls in the healthy phase, by op and kind (`check:timeout`, …): none expected. */
+  readonly healthyStoreErrors: Record<string, number>;
 }
 
 export interface DegradedResult {
@@ -84,6 +101,7 @@ async function drive(limiter: Limiter, ms: number, sources?: Record<string, numb
   let admitted = 0;
   let maxUs = 0;
   let seed = 7;
+  let degradedSinceMs: number | undefined;
   const start = performance.now();
   const deadline = start + ms;
   const worker = async () => {
@@ -97,8 +115,11 @@ async function drive(limiter: Limiter, ms: number, sources?: Record<string, numb
       if (us > maxUs) maxUs = us;
       if (r.allowed) admitted++;
       if (sources !== undefined) sources[r.source] = (sources[r.source] ?? 0) + 1;
-      // Let timers and socket events in, as between requests.
-      if ((++n & 63) === 0) await new Promise<void>((res) => setImmediate(res));
+      if (r.source === "store") degradedSinceMs = undefined;
+      else if (r.degraded && degradedSinceMs === undefined) degradedSinceMs = t;
+      // Let timers and socket events in, as between requests (lease and local decisions
+      // settle without I/O: a longer run of them starves the Redis replies of the others).
+      if ((++n & 15) === 0) await new Promise<void>((res) => setImmediate(res));
     }
   };
   await Promise.all(Array.from({ length: WORKERS }, worker));
@@ -107,6 +128,7 @@ async function drive(limiter: Limiter, ms: number, sources?: Record<string, numb
     admitted,
     maxUs,
     seconds: (performance.now() - start) / 1000,
+    degradedSinceMs,
     p50Us: hist.quantileUs(0.5),
     p99Us: hist.quantileUs(0.99),
     p999Us: hist.quantileUs(0.999),
@@ -126,7 +148,13 @@ async function runMode(mode: DegradedModeName, runMs: number): Promise<DegradedM
       timing: { epsilonUs: 250_000, loanDurationUs: 3_000_000 },
     });
     const limiter = limiterFor(mode, server.url, store);
-    const healthy = await drive(limiter, runMs);
+    const healthyStoreErrors: Record<string, number> = {};
+    const stopCounting = limiter.onStoreError((op, kind) => {
+      healthyStoreErrors[`${op}:${kind}`] = (healthyStoreErrors[`${op}:${kind}`] ?? 0) + 1;
+    });
+    const healthySources: Record<string, number> = {};
+    const healthy = await drive(limiter, runMs, healthySources);
+    stopCounting();
     // What this process holds in leases at the kill: the most it may admit without Redis.
     let held = 0;
     for (let k = 0; k < DEGRADED_KEYS; k++) {
@@ -139,19 +167,30 @@ async function runMode(mode: DegradedModeName, runMs: number): Promise<DegradedM
       });
       held += client?.available() ?? 0;
     }
+    const killedAt = performance.now();
     await server.kill();
     const sources: Record<string, number> = {};
     const outage = await drive(limiter, runMs, sources);
     // Fail-open: each key's bucket starts empty and refills at r·b/U (the whole share here).
-    const bound = mode === "leases" ? held : mode === "open" ? DEGRADED_KEYS * RATE * outage.seconds : 0;
+    const degradedBeforeKillS =
+      healthy.degradedSinceMs === undefined ? 0 : (killedAt - healthy.degradedSinceMs) / 1000;
+    const bound =
+      mode === "leases"
+        ? held
+        : mode === "open"
+          ? DEGRADED_KEYS * RATE * (outage.seconds + degradedBeforeKillS)
+          : 0;
     await limiter.close().catch(() => {});
     return {
       mode,
       healthy,
       outage,
       bound,
+      degradedBeforeKillS,
       admittedOverBound: bound > 0 ? outage.admitted / bound : outage.admitted > 0 ? Infinity : 0,
       sources,
+      healthySources,
+      healthyStoreErrors,
     };
   } finally {
     redis.disconnect();

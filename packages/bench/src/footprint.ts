@@ -1,11 +1,19 @@
 // Section 9 (issue 24 point 8): the resident memory of idle processes. A local
 // cluster (the CLI's orchestrator: the bundled builds, dist/bundle/, one
 // redis-server, limiter and gossip daemon per region) of 10 regions is started
-// and left idle; then each limiter's and daemon's RSS (/proc/PID/status VmRSS)
-// and, where its /metrics answers, its V8 heap in use. A loaded machine may
-// not start 10 regions in time: the section then tries 5, then 3, and says so
-// in its output; it never fails the bench (a cluster that does not start at
-// all is reported as 0 regions with the error). Smoke: 2 regions.
+// and left idle; each limiter's and daemon's memory is read twice: 5 s after
+// the cluster is up (the start's transient: V8's young generation grown to
+// 16-32 MB by the start's allocations) and after 25 s idle (V8's memory reducer
+// shrinks an idle heap about 8-20 s after the allocation stops: the idle
+// footprint, which the target is read on). Per process: RSS (/proc/PID/status
+// VmRSS), split into anonymous memory (heap, stacks: this process's own) and
+// file-backed pages (the node binary's code and data, shared by every node
+// process on the host), PSS (smaps_rollup: shared pages divided among the
+// processes that map them), and, where its /metrics answers, the V8 heap in
+// use. A loaded machine may not start 10 regions in time: the section then
+// tries 5, then 3, and says so in its output; it never fails the bench (a
+// cluster that does not start at all is reported as 0 regions with the
+// error). Smoke: 2 regions, 1 s and 3 s.
 import { readFileSync } from "node:fs";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,13 +23,29 @@ import type { Budget } from "./types.js";
 
 export type ProcessKind = "limiter" | "gossip daemon";
 
+/** One reading of every process of a kind: max and median over the processes. */
+export interface FootprintSample {
+  /** ms since the cluster was up. */
+  readonly atMs: number;
+  readonly maxRssBytes: number;
+  readonly medianRssBytes: number;
+  /** Median anonymous resident memory (RssAnon): the process's own. */
+  readonly medianAnonBytes: number;
+  /** Median file-backed resident memory (RssFile): mostly the node binary, shared. */
+  readonly medianFileBytes: number;
+  /** Median proportional set size (shared pages divided among their processes; 0 when unreadable). */
+  readonly medianPssBytes: number;
+  /** Median V8 heap in use (nodejs_heap_size_used_bytes of /metrics; 0 when not exported). */
+  readonly medianHeapUsedBytes: number;
+}
+
 export interface FootprintKind {
   readonly kind: ProcessKind;
   readonly processes: number;
-  readonly maxRssBytes: number;
-  readonly medianRssBytes: number;
-  /** Median V8 heap in use (nodejs_heap_size_used_bytes of /metrics; 0 when not exported). */
-  readonly medianHeapUsedBytes: number;
+  /** 5 s after the cluster is up. */
+  readonly start: FootprintSample;
+  /** After `idleMs` idle: the figure the target is read on. */
+  readonly idle: FootprintSample;
 }
 
 export interface FootprintResult {
@@ -33,13 +57,31 @@ export interface FootprintResult {
   readonly kinds: FootprintKind[];
 }
 
-/** Resident set of a process, bytes (0 when it is gone). */
-export function rssBytes(pid: number): number {
+interface Memory {
+  readonly rss: number;
+  readonly anon: number;
+  readonly file: number;
+  readonly pss: number;
+}
+
+const kB = (text: string, field: string): number => {
+  const m = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, "m").exec(text);
+  return m ? Number(m[1]) * 1024 : 0;
+};
+
+/** A process's resident memory, bytes (all 0 when it is gone). */
+export function memoryOf(pid: number): Memory {
   try {
-    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-    return m ? Number(m[1]) * 1024 : 0;
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    let pss = 0;
+    try {
+      pss = kB(readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"), "Pss");
+    } catch {
+      // smaps_rollup needs Linux 4.14+ and the right to read it: PSS is then not reported.
+    }
+    return { rss: kB(status, "VmRSS"), anon: kB(status, "RssAnon"), file: kB(status, "RssFile"), pss };
   } catch {
-    return 0;
+    return { rss: 0, anon: 0, file: 0, pss: 0 };
   }
 }
 
@@ -70,20 +112,25 @@ interface FootprintRegion {
   readonly gossip?: Proc;
 }
 
-function kind(name: ProcessKind, pids: number[], heaps: number[]): FootprintKind {
-  const rss = pids.map(rssBytes).filter((b) => b > 0);
+async function sample(pids: number[], urls: string[], atMs: number): Promise<FootprintSample> {
+  const mem = pids.map(memoryOf).filter((m) => m.rss > 0);
+  const heaps = await Promise.all(urls.map(heapUsed));
+  const med = (f: (m: Memory) => number) => median(mem.map(f));
   return {
-    kind: name,
-    processes: rss.length,
-    maxRssBytes: rss.length > 0 ? Math.max(...rss) : 0,
-    medianRssBytes: median(rss),
+    atMs,
+    maxRssBytes: mem.length > 0 ? Math.max(...mem.map((m) => m.rss)) : 0,
+    medianRssBytes: med((m) => m.rss),
+    medianAnonBytes: med((m) => m.anon),
+    medianFileBytes: med((m) => m.file),
+    medianPssBytes: med((m) => m.pss),
     medianHeapUsedBytes: median(heaps.filter((h) => h > 0)),
   };
 }
 
 export async function benchFootprint(startCluster: StartCluster, budget: Budget): Promise<FootprintResult> {
   const tries = budget.smoke ? [2] : [10, 5, 3];
-  const idleMs = budget.smoke ? 1000 : 5000;
+  const startMs = budget.smoke ? 1000 : 5000;
+  const idleMs = budget.smoke ? 3000 : 25_000;
   const dir = mkdtempSync(join(tmpdir(), "geoquota-footprint-"));
   const policiesFile = join(dir, "policies.json");
   writeFileSync(
@@ -101,24 +148,29 @@ export async function benchFootprint(startCluster: StartCluster, budget: Budget)
         continue;
       }
       try {
-        await new Promise((r) => setTimeout(r, idleMs));
         const regions = cluster.regions as readonly FootprintRegion[];
         const pidsOf = (p: Proc | undefined) => (p?.child.pid !== undefined ? [p.child.pid] : []);
-        const limiterHeaps = await Promise.all(regions.map((r) => heapUsed(r.url)));
-        const gossipHeaps = await Promise.all(
-          regions.map((r) => (r.gossipUrl !== undefined ? heapUsed(r.gossipUrl) : Promise.resolve(0))),
-        );
-        const kinds = [
-          kind(
-            "limiter",
-            regions.flatMap((r) => pidsOf(r.limiter)),
-            limiterHeaps,
-          ),
-          kind(
-            "gossip daemon",
-            regions.flatMap((r) => pidsOf(r.gossip)),
-            gossipHeaps,
-          ),
+        const limiters = {
+          pids: regions.flatMap((r) => pidsOf(r.limiter)),
+          urls: regions.map((r) => r.url),
+        };
+        const daemons = {
+          pids: regions.flatMap((r) => pidsOf(r.gossip)),
+          urls: regions.flatMap((r) => (r.gossipUrl !== undefined ? [r.gossipUrl] : [])),
+        };
+        const up = performance.now();
+        const at = async (ms: number) => {
+          await new Promise((r) => setTimeout(r, Math.max(0, up + ms - performance.now())));
+          return {
+            limiter: await sample(limiters.pids, limiters.urls, ms),
+            daemon: await sample(daemons.pids, daemons.urls, ms),
+          };
+        };
+        const start = await at(startMs);
+        const idle = await at(idleMs);
+        const kinds: FootprintKind[] = [
+          { kind: "limiter", processes: limiters.pids.length, start: start.limiter, idle: idle.limiter },
+          { kind: "gossip daemon", processes: daemons.pids.length, start: start.daemon, idle: idle.daemon },
         ];
         if (n < tries[0]!) notes.push(`measured ${n} regions instead of ${tries[0]}`);
         return { regionsAsked: tries[0]!, regions: n, note: notes.join("; "), idleMs, kinds };

@@ -4,6 +4,7 @@ export {
   type Cluster,
   type ClusterOptions,
   type ClusterRegion,
+  ROLE_NODE_FLAGS,
   startCluster,
 } from "./cluster/orchestrator.js";
 export { dialPairs, regionIds } from "./cluster/ids.js";

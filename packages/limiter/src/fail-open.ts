@@ -53,7 +53,10 @@ export class FailOpenBuckets {
     return { allowed, remaining: b.level() };
   }
 
-  /** Recovery: forget the local buckets so the next outage starts empty again. */
+  /**
+   * Recovery (the breaker closed, or a store call answered after failures too few to open
+   * it): forget the local buckets so the next outage starts empty again.
+   */
   clear(): void {
     this.buckets.clear();
   }

@@ -25,6 +25,8 @@ export type StoreErrorKind = "timeout" | "error" | "breaker_open";
 export interface GuardedStoreOptions {
   readonly timeoutMs: number;
   readonly onError?: (op: string, kind: StoreErrorKind, err?: unknown) => void;
+  /** A call answered after one or more failed: the store is back (however briefly). */
+  readonly onRecovered?: () => void;
   /**
    * Errors that mean misuse rather than an unhealthy store (a bad argument the
    * store refused): rethrown unchanged and not counted by the breaker, so a bug
@@ -35,14 +37,31 @@ export interface GuardedStoreOptions {
 
 const TIMED_OUT = Symbol("timed out");
 
-/** Resolves to `p`'s value, or TIMED_OUT after `ms`. The late settlement of `p` is swallowed. */
+/**
+ * Resolves to `p`'s value, or TIMED_OUT after `ms`. The late settlement of `p` is swallowed.
+ *
+ * The verdict "timed out" waits for the I/O phase of the event-loop turn in which the timer
+ * fired (a setImmediate runs after it): timers run before I/O in a turn, so after a stall of
+ * this process (a busy event loop, a GC pause, the host descheduling it) longer than `ms`, a
+ * reply that arrived in time and sits unread in the socket would otherwise lose to its own
+ * timer. Such false timeouts opened the breaker under CPU load (bench sections 2 and 8: 16
+ * calls "timed out" together, then a second of fail-closed denials with Redis healthy). The
+ * wait stays bounded: `ms` plus one turn.
+ */
 function raceTimeout<T>(p: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
-    timer = setTimeout(resolve, ms, TIMED_OUT);
+  return new Promise<T | typeof TIMED_OUT>((resolve, reject) => {
+    const timer = setTimeout(() => setImmediate(resolve, TIMED_OUT), ms);
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
   });
-  p.catch(() => {});
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 export class GuardedStore implements RegionStore {
@@ -53,6 +72,9 @@ export class GuardedStore implements RegionStore {
    * that leased clients behind the guard keep their one round-trip per batch.
    */
   readonly renewLease?: LeaseRenewingStore["renewLease"];
+
+  /** The last call that settled failed (a later success calls onRecovered). */
+  private failing = false;
 
   constructor(
     readonly inner: RegionStore,
@@ -83,6 +105,7 @@ export class GuardedStore implements RegionStore {
         throw err;
       }
       this.breaker.onResult(permit, false);
+      this.failing = true;
       this.options.onError?.(op, "error", err);
       throw new LimiterError("GQ_ERR_STORE_UNAVAILABLE", `store ${op} failed: ${(err as Error).message}`, {
         cause: err,
@@ -93,10 +116,15 @@ export class GuardedStore implements RegionStore {
       // after we answered "unavailable" only under-admits, and a lease granted
       // unseen stays reserved until its expiry, which is conservative.
       this.breaker.onResult(permit, false);
+      this.failing = true;
       this.options.onError?.(op, "timeout");
       throw new LimiterError("GQ_ERR_STORE_TIMEOUT");
     }
     this.breaker.onResult(permit, true);
+    if (this.failing) {
+      this.failing = false;
+      this.options.onRecovered?.();
+    }
     return result;
   }
 

@@ -1,6 +1,8 @@
 // Response headers and body of a decision. Headers: the IETF draft's
 // structured fields `RateLimit-Policy` and `RateLimit`
-// (draft-ietf-httpapi-ratelimit-headers-12, serialized with structured-headers),
+// (draft-ietf-httpapi-ratelimit-headers-12; RFC 9651 lists, written here
+// directly: test/headers.test.ts checks them byte for byte against the
+// structured-headers library's serializer),
 // the legacy `RateLimit-Limit/Remaining/Reset` and `X-RateLimit-*` sets,
 // Retry-After on denials and X-RateLimit-Degraded. `limit` and `remaining`
 // always describe the same scope (the region's slice, or this process's own
@@ -14,7 +16,6 @@
 // raw tenant id, which end clients must not learn); `partitionKey: "raw"`
 // restores the stored key, `"omit"` drops the parameter.
 import { createHash, createHmac } from "node:crypto";
-import { type Item, serializeList } from "structured-headers";
 import { clampSf, type DecisionNumbers, decisionNumbers, whole } from "./decision-numbers.js";
 import type { CheckResult, LimitScope } from "./limiter.js";
 import { type KeyPolicy, type LimitSpec, SHARE_UNITS } from "@geoquota/core";
@@ -92,40 +93,55 @@ export function baseSliceOf(policy: KeyPolicy): number {
   return whole((policy.limit.capacity * policy.baseShare) / SHARE_UNITS);
 }
 
-/** The headers of a decision; `n`: its numbers, when the caller computed them for the body too. */
+/** Options of a call that gave none (one object, so its pk cache is kept). */
+const NO_OPTIONS: HeaderOptions = {};
+
+/**
+ * The serialized `pk` parameter (`;pk=:<base64>:`, empty when omitted) per options object and
+ * per policy object: one HMAC per key and options (the limiter keeps one KeyPolicy per key),
+ * not one per decision. Both are read-only values; both keys are weak.
+ */
+const pkParams = new WeakMap<HeaderOptions, WeakMap<KeyPolicy, string>>();
+
+function pkParam(policy: KeyPolicy, options: HeaderOptions): string {
+  let byPolicy = pkParams.get(options);
+  if (byPolicy === undefined) {
+    byPolicy = new WeakMap();
+    pkParams.set(options, byPolicy);
+  }
+  let param = byPolicy.get(policy);
+  if (param === undefined) {
+    const pk = partitionKeyOf(`${policy.tenant}|${policy.resource}`, options);
+    // An sf-binary: base64 (with padding) between colons.
+    param = pk === undefined ? "" : `;pk=:${pk.toString("base64")}:`;
+    byPolicy.set(policy, param);
+  }
+  return param;
+}
+
+/**
+ * The headers of a decision; `n`: its numbers, when the caller computed them for the body too.
+ * Every number in the structured fields is a whole one within the sf-integer range
+ * (decision-numbers.ts clamps them), and the item names are the fixed strings "global",
+ * "region" and "process", so the fields are written as text: an sf-string item with integer
+ * and byte-sequence parameters.
+ */
 export function rateLimitHeaders(
   r: HeaderFields,
-  options: HeaderOptions = {},
+  options: HeaderOptions = NO_OPTIONS,
   n: DecisionNumbers = decisionNumbers(r),
 ): Record<string, string> {
   const { limit, remaining, reset, retryAfter } = n;
   const w = windowSeconds(r.policy.limit);
-  const pk = partitionKeyOf(`${r.policy.tenant}|${r.policy.resource}`, options);
-  const withPk = (params: Map<string, number | Buffer>) => (pk === undefined ? params : params.set("pk", pk));
-  const quota = (q: number, windowed: boolean): Map<string, number | Buffer> => {
-    const params = new Map<string, number | Buffer>([["q", q]]);
-    if (windowed && w !== undefined) params.set("w", w);
-    return withPk(params);
-  };
+  const pk = pkParam(r.policy, options);
+  const window = w === undefined ? "" : `;w=${w}`;
   // The region's item states the base slice (the policy); a process's leases do
   // not refill (no window), its fail-open bucket refills like the slice.
   const scopeQuota = r.scope === "region" ? baseSliceOf(r.policy) : limit;
-  const policies: Item[] = [
-    ["global", quota(n.globalLimit, true)],
-    [r.scope, quota(scopeQuota, r.scope === "region" || r.source === "fail_open")],
-  ];
-  const service: Item = [
-    r.scope,
-    withPk(
-      new Map<string, number | Buffer>([
-        ["r", remaining],
-        ["t", reset],
-      ]),
-    ),
-  ];
+  const scopeWindow = r.scope === "region" || r.source === "fail_open" ? window : "";
   const h: Record<string, string> = {
-    "ratelimit-policy": serializeList(policies),
-    ratelimit: serializeList([service]),
+    "ratelimit-policy": `"global";q=${n.globalLimit}${window}${pk}, "${r.scope}";q=${scopeQuota}${scopeWindow}${pk}`,
+    ratelimit: `"${r.scope}";r=${remaining};t=${reset}${pk}`,
     "ratelimit-limit": String(limit),
     "ratelimit-remaining": String(remaining),
     "ratelimit-reset": String(reset),

@@ -20,7 +20,14 @@ import { storedKeyPart } from "./key-hygiene.js";
 import { LeasePool } from "./lease-pool.js";
 import { leasedHeldBound } from "./leased-client.js";
 import { ReceiptSigner } from "./receipts.js";
-import { breakerStateValue, createMetrics, type LimiterMetrics, policyLabels } from "./metrics.js";
+import {
+  breakerStateValue,
+  createMetrics,
+  type DecisionCell,
+  type LimiterMetrics,
+  policyLabels,
+  type ShareCell,
+} from "./metrics.js";
 import { Registry } from "prom-client";
 import {
   type AssignmentAsk,
@@ -184,6 +191,9 @@ interface KeyEntry {
   readonly decisionClass: string;
   /** This process's last denial of the key (clock ms): see Limiter.denied. */
   deniedAtMs?: number;
+  /** The key's metric series, found on its first decision (see Limiter.count). */
+  decisionCell?: DecisionCell;
+  shareCell?: ShareCell;
 }
 
 /** A key resolved under the current policy versions, whether or not they are still known to be current. */
@@ -259,6 +269,7 @@ export class Limiter {
         : createMetrics(this.registry, {
             ...policyLabels(() => this.newestPolicies),
             breakerState: () => this.breaker.state,
+            leasedKeys: () => this.leases.size,
           });
     this.regionIds = deps.config.regions.map((r) => r.id);
     this.breaker = new CircuitBreaker(deps.config.breaker, clock);
@@ -273,6 +284,9 @@ export class Limiter {
         for (const l of this.storeErrorListeners) l(op, kind, err);
       },
       isMisuse: (err) => err instanceof StoreMisuseError,
+      // A failure too few to open the breaker still starts fail-open buckets: they must not
+      // live on (refilling) into the next outage, which would then open with a burst.
+      onRecovered: () => this.failOpen.clear(),
     });
     const l = deps.config.leased;
     this.leases = new LeasePool(this.store, {
@@ -511,11 +525,14 @@ export class Limiter {
     const m = this.metrics;
     if (m === undefined) return;
     m.decisions.inc({ result: allowed ? "allowed" : "denied", source: r.source });
-    m.keyDecisions.inc({
-      key_class: key.decisionClass,
-      resource: key.policy.resource,
-      result: allowed ? "allowed" : "denied",
-    });
+    // The key's series, kept with the key: a check adds one to a number (the scrape reads it).
+    let cell = key.decisionCell;
+    if (cell?.live !== true) {
+      cell = m.keyDecisions.cell(key.decisionClass, key.policy.resource);
+      key.decisionCell = cell;
+    }
+    if (allowed) cell.allowed++;
+    else cell.denied++;
     if (r.wouldDeny !== undefined) {
       m.shadowDecisions.inc({ result: r.wouldDeny ? "would_deny" : "allowed", source: r.source });
     }
@@ -526,7 +543,6 @@ export class Limiter {
     if (m !== undefined) {
       this.count(r, r.allowed, key);
       m.latency.observe({ source: r.source }, (monotonicNow() - startedMs) / 1000);
-      m.leasedTokens.set(this.leases.size);
     }
     return r;
   }
@@ -556,7 +572,15 @@ export class Limiter {
     try {
       const d = await this.store.check(policy, cost);
       if (!d.allowed) this.denied(key);
-      this.metrics?.share.set({ key_class: key.shareClass, resource: key.resource }, d.share);
+      const m = this.metrics;
+      if (m !== undefined) {
+        let cell = key.shareCell;
+        if (cell?.live !== true) {
+          cell = m.share.cell(key.shareClass, key.resource);
+          key.shareCell = cell;
+        }
+        cell.sharePpm = d.share;
+      }
       const receipt = d.allowed ? this.receipt(key.tenant, key.resource, cost, d.nowUs) : undefined;
       return this.fromDecision(policy, d, receipt);
     } catch (err) {

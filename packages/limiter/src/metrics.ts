@@ -12,14 +12,37 @@ import { SHARE_UNITS } from "@geoquota/core";
 /** The `resource` label of anything no configured policy names. */
 export const OTHER_RESOURCE = "other";
 
+/**
+ * One series of the share gauge: the share (ppm) of the latest decision of its key class and
+ * resource, written by a check as a plain number and exported at the next scrape (issue 24
+ * point 3: no prom-client label hashing on the check path).
+ */
+export interface ShareCell {
+  sharePpm: number;
+  /** False once a scrape dropped the series (no policy names it): a holder looks it up again. */
+  live: boolean;
+}
+
+/** The per-key-class decisions of one (key class, resource) counted since the last scrape. */
+export interface DecisionCell {
+  allowed: number;
+  denied: number;
+  /** As ShareCell.live. */
+  live: boolean;
+}
+
 /** The share gauge: takes a share in ppm (as decisions carry it), exports a ratio. */
 export interface ShareGauge {
   set(labels: { readonly key_class: string; readonly resource: string }, sharePpm: number): void;
+  /** The series of a key class and resource (mapped to its label), for a caller that keeps it. */
+  cell(keyClass: string, resource: string): ShareCell;
 }
 
 /** The per-key-class decision counter (resource mapped like the share gauge's). */
 export interface KeyDecisionCounter {
   inc(labels: { readonly key_class: string; readonly resource: string; readonly result: string }): void;
+  /** As ShareGauge.cell. */
+  cell(keyClass: string, resource: string): DecisionCell;
 }
 
 export interface LimiterMetrics {
@@ -49,6 +72,8 @@ export interface MetricsOptions {
   readonly isLive?: (keyClass: string, resource: string) => boolean;
   /** The breaker's state, read at each scrape (open turns half-open by time alone, with no event). */
   readonly breakerState?: () => BreakerState;
+  /** Keys holding in-process leases, read at each scrape. */
+  readonly leasedKeys?: () => number;
 }
 
 const resourcesOf = new WeakMap<PolicySet, ReadonlySet<string>>();
@@ -88,22 +113,43 @@ export function policyLabels(
   };
 }
 
-/** Labels of the series a wrapper created, so that dead ones can be removed at scrape time. */
-function prunable<L extends { key_class: string; resource: string }>(
+/**
+ * The cells of one labelled metric by (key class, resource label): created on first use,
+ * read at scrape time, and dropped there once `isLive` says no policy names them (their
+ * holders see `live` false and look them up again).
+ */
+function cells<C extends { live: boolean }>(
   isLive: ((keyClass: string, resource: string) => boolean) | undefined,
+  make: () => C,
 ) {
-  const seen = new Map<string, L>();
+  const all = new Map<
+    string,
+    { readonly labels: { key_class: string; resource: string }; readonly cell: C }
+  >();
   return {
-    note(labels: L): void {
-      if (isLive !== undefined) seen.set(Object.values(labels).join("\u0000"), labels);
+    get(keyClass: string, resource: string): C {
+      const k = `${keyClass}\u0000${resource}`;
+      let e = all.get(k);
+      if (e === undefined) {
+        e = { labels: { key_class: keyClass, resource }, cell: make() };
+        all.set(k, e);
+      }
+      return e.cell;
     },
-    prune(remove: (labels: L) => void): void {
+    prune(remove: (labels: { key_class: string; resource: string }) => void): void {
       if (isLive === undefined) return;
-      for (const [k, labels] of seen)
-        if (!isLive(labels.key_class, labels.resource)) {
-          remove(labels);
-          seen.delete(k);
+      for (const [k, e] of all)
+        if (!isLive(e.labels.key_class, e.labels.resource)) {
+          remove(e.labels);
+          e.cell.live = false;
+          all.delete(k);
         }
+    },
+    entries(): IterableIterator<{
+      readonly labels: { key_class: string; resource: string };
+      readonly cell: C;
+    }> {
+      return all.values();
     },
   };
 }
@@ -118,26 +164,40 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   const registers = [registry];
   const resourceLabel = options.resourceLabel ?? (() => OTHER_RESOURCE);
   const breakerState = options.breakerState;
-  const shareSeries = prunable<{ key_class: string; resource: string }>(options.isLive);
-  const share = new Gauge({
+  const shareCells = cells<ShareCell>(options.isLive, () => ({ sharePpm: Number.NaN, live: true }));
+  // Registered in `registry`; a scrape reads the cells the checks wrote.
+  new Gauge({
     name: "geoquota_share_ratio",
     help: "Share of the global limit (0..1) this region used for its last decision, by key class and configured resource",
     labelNames: ["key_class", "resource"] as const,
     registers,
     collect() {
-      shareSeries.prune((l) => this.remove(l));
+      shareCells.prune((l) => this.remove(l));
+      for (const { labels, cell } of shareCells.entries())
+        if (!Number.isNaN(cell.sharePpm)) this.set(labels, cell.sharePpm / SHARE_UNITS);
     },
   });
-  const keySeries = prunable<{ key_class: string; resource: string; result: string }>(options.isLive);
-  const keyDecisions = new Counter({
+  const decisionCells = cells<DecisionCell>(options.isLive, () => ({ allowed: 0, denied: 0, live: true }));
+  new Counter({
     name: "geoquota_key_decisions_total",
     help: "Check decisions by key class (tenant with an explicit policy, else default), configured resource (else other) and result (allowed|denied)",
     labelNames: ["key_class", "resource", "result"] as const,
     registers,
     collect() {
-      keySeries.prune((l) => this.remove(l));
+      decisionCells.prune((l) => {
+        this.remove({ ...l, result: "allowed" });
+        this.remove({ ...l, result: "denied" });
+      });
+      // What the checks counted since the last scrape goes into the counter now.
+      for (const { labels, cell } of decisionCells.entries()) {
+        if (cell.allowed > 0) this.inc({ ...labels, result: "allowed" }, cell.allowed);
+        if (cell.denied > 0) this.inc({ ...labels, result: "denied" }, cell.denied);
+        cell.allowed = 0;
+        cell.denied = 0;
+      }
     },
   });
+  const leasedKeys = options.leasedKeys;
   return {
     decisions: new Counter({
       name: "geoquota_decisions_total",
@@ -174,26 +234,25 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     }),
     share: {
       set(labels, sharePpm) {
-        const l = { key_class: labels.key_class, resource: resourceLabel(labels.resource) };
-        shareSeries.note(l);
-        share.set(l, sharePpm / SHARE_UNITS);
+        shareCells.get(labels.key_class, resourceLabel(labels.resource)).sharePpm = sharePpm;
       },
+      cell: (keyClass, resource) => shareCells.get(keyClass, resourceLabel(resource)),
     },
     leasedTokens: new Gauge({
       name: "geoquota_leased_keys",
       help: "Keys holding in-process leases",
       registers,
+      collect() {
+        if (leasedKeys !== undefined) this.set(leasedKeys());
+      },
     }),
     keyDecisions: {
       inc(labels) {
-        const l = {
-          key_class: labels.key_class,
-          resource: resourceLabel(labels.resource),
-          result: labels.result,
-        };
-        keySeries.note(l);
-        keyDecisions.inc(l);
+        const cell = decisionCells.get(labels.key_class, resourceLabel(labels.resource));
+        if (labels.result === "allowed") cell.allowed++;
+        else cell.denied++;
       },
+      cell: (keyClass, resource) => decisionCells.get(keyClass, resourceLabel(resource)),
     },
   };
 }

@@ -462,6 +462,23 @@ describe("degraded modes", () => {
     expect(expectHeadersMatchBody(last.headers, last.json()).scoped.params.get("w")).toBe(60);
   });
 
+  it("fail-open after a blip the breaker ignored starts empty again at the next outage (no burst)", async () => {
+    const { app, store, clock } = await setup({ failMode: "open" });
+    const key = { tenant: "cust_ent_9942", resource: "payments_checkout" };
+    // One failure, below the breaker's threshold: a fail-open bucket starts (empty), the breaker stays closed.
+    store.failWith = new Error("blip");
+    expect((await check(app, key)).statusCode).toBe(429);
+    expect(app.limiter.breaker.state).toBe("closed");
+    store.failWith = undefined;
+    expect((await check(app, key)).statusCode).toBe(200);
+    // Long enough for that bucket to refill to its whole capacity (333 tokens at 5.55/s).
+    clock.advance(120_000);
+    store.failWith = new Error("down");
+    const first = await check(app, key);
+    expect(first.statusCode).toBe(429);
+    expect(first.json()).toMatchObject({ scope: "process", remaining: 0, degraded: true });
+  });
+
   it("refund while the store is down is a 503 from the catalog", async () => {
     const { app, store } = await setup();
     const receipt = (await check(app, { tenant: "t", resource: "r" })).json().refundReceipt;

@@ -95,6 +95,21 @@ async function checks(svc: RegionService, tenant: string, n: number, out: Admiss
   return admitted;
 }
 
+/**
+ * One check admitted, trying again for up to 10 s: the region is open. A check may be refused
+ * before that on a loaded machine (CI at load 20: the first check of a fresh region was), since
+ * a durability wait or a watcher tick that times out fails closed, which is the rule, not the
+ * drift these tests are about.
+ */
+async function admitsOnce(svc: RegionService, tenant: string, out: Admission[]): Promise<boolean> {
+  const deadline = Date.now() + 10_000;
+  do {
+    if ((await checks(svc, tenant, 1, out)) === 1) return true;
+    await sleep(CHECK_MS);
+  } while (Date.now() < deadline);
+  return false;
+}
+
 const DRIFT = "geoquota_redis_setup_drift";
 const DRIFT_TOTAL = "geoquota_redis_setup_drift_changes_total";
 const series = (name: string, setting: string) => `${name}{setting="${setting}"}`;
@@ -126,7 +141,7 @@ describe("Redis settings checked continuously (DESIGN §4)", () => {
     const { primary } = await startPrimaryWithReplica(started);
     const svc = await service(primary.url, 1);
     const admissions: Admission[] = [];
-    expect(await checks(svc, "extra_t", 1, admissions)).toBe(1);
+    expect(await admitsOnce(svc, "extra_t", admissions)).toBe(true);
     const extra = await startReplica(primary);
     started.push(extra);
     expect(await driftSeen(svc, "replicas")).toBe(true);
@@ -135,7 +150,7 @@ describe("Redis settings checked continuously (DESIGN §4)", () => {
     const deadline = Date.now() + 20 * CHECK_MS;
     while (Date.now() < deadline && (await metric(svc, series(DRIFT, "replicas"))) !== 0)
       await sleep(CHECK_MS / 2);
-    expect(await checks(svc, "extra_t", 1, admissions)).toBe(1);
+    expect(await admitsOnce(svc, "extra_t", admissions)).toBe(true);
   });
 
   it("a replica attached after start that lags: promoted, it forgets nothing that was admitted", async () => {
@@ -144,7 +159,7 @@ describe("Redis settings checked continuously (DESIGN §4)", () => {
     const tenant = "late_t";
     const admissions: Admission[] = [];
     // Warm-up: the key exists (replicated) before the late replica attaches.
-    expect(await checks(svc, tenant, 1, admissions)).toBe(1);
+    expect(await admitsOnce(svc, tenant, admissions)).toBe(true);
 
     // The late replica: attached after start (through Toxiproxy), synced, then
     // its link stops delivering the replication stream while its acks still

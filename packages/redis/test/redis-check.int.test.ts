@@ -217,19 +217,22 @@ describe("compound checks", () => {
 });
 
 describe("window boundary burst", () => {
-  // L = 10 per 300 ms window. Traffic: at the end of one window, then right after the boundary.
+  // L = 10 per 3 s window. Traffic: a burst late in one window, then one right after the boundary.
+  // The window is long so that a loaded machine (CI at load 20 took longer than the 60 ms a 300 ms
+  // window left) still finishes the first burst before the boundary; the boundary itself is read
+  // from the Redis TIME of the first burst's answers, not assumed from a sleep.
   it("fixed window admits 2L across a boundary; the sliding counter stays within C + r·T", async () => {
-    const W = 300;
-    const fixed = policy({ algorithm: "fixed_window", capacity: 10, refillPerSecond: 10 / 0.3, windowMs: W });
-    const sliding = policy({
-      algorithm: "sliding_window",
-      capacity: 10,
-      refillPerSecond: 10 / 0.3,
-      windowMs: W,
-    });
-    // Start in a window's last 60 ms.
-    const t = Number((await redis.time())[0]) * 1000 + Math.floor(Number((await redis.time())[1]) / 1000);
-    await sleep(W - (t % W) + W - 60);
+    const W = 3000;
+    const rate = 10 / (W / 1000);
+    const fixed = policy({ algorithm: "fixed_window", capacity: 10, refillPerSecond: rate, windowMs: W });
+    const sliding = policy({ algorithm: "sliding_window", capacity: 10, refillPerSecond: rate, windowMs: W });
+    const redisMs = async () => {
+      const [sec, us] = await redis.time();
+      return Number(sec) * 1000 + Math.floor(Number(us) / 1000);
+    };
+    // Start 1 s before a boundary, in a window at least 1.2 s away (the fixed key is new: any window).
+    const toBoundary = W - ((await redisMs()) % W);
+    await sleep(toBoundary >= 1200 ? toBoundary - 1000 : toBoundary + W - 1000);
     const admitted = { fixed: [] as number[], sliding: [] as number[] };
     const burst = async () => {
       for (let i = 0; i < 12; i++) {
@@ -240,16 +243,22 @@ describe("window boundary burst", () => {
       }
     };
     await burst();
-    await sleep(70); // cross the boundary
+    const windowOf = (us: number) => Math.floor(us / 1000 / W);
+    const first = windowOf(admitted.fixed[0]!);
+    expect(admitted.fixed.map(windowOf), "the first burst ends before the boundary").toEqual(
+      Array(10).fill(first),
+    );
+    await sleep(Math.max(0, (first + 1) * W - (await redisMs())) + 30); // cross the boundary
     await burst();
     const span = (xs: number[]) => (xs[xs.length - 1]! - xs[0]!) / 1e6;
-    // Fixed: 2L within ~70 ms, far above C + r·T.
-    expect(admitted.fixed.length).toBeGreaterThan(10 + (10 / 0.3) * span(admitted.fixed));
+    // Fixed: 2L within about a second, far above C + r·T.
+    expect(admitted.fixed.length).toBe(20);
+    expect(admitted.fixed.length).toBeGreaterThan(10 + rate * span(admitted.fixed));
     // Sliding counter on the same traffic: within C + r·T for every sub-interval of its admissions.
     const s = admitted.sliding;
     for (let i = 0; i < s.length; i++) {
       for (let j = i; j < s.length; j++) {
-        expect(j - i + 1).toBeLessThanOrEqual(10 + ((10 / 0.3) * (s[j]! - s[i]!)) / 1e6);
+        expect(j - i + 1).toBeLessThanOrEqual(10 + (rate * (s[j]! - s[i]!)) / 1e6);
       }
     }
   });

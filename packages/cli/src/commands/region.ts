@@ -1,6 +1,5 @@
 import { loadRegionConfig } from "@geoquota/config";
 import { runRegion } from "@geoquota/limiter";
-import { startRegionRls } from "@geoquota/rls";
 import { reportReady, startedByOrchestrator } from "../cluster/ready.js";
 
 /**
@@ -15,10 +14,17 @@ export async function run(opts: Record<string, unknown>): Promise<number> {
     handleSignals: false,
     anyPortIfTaken: startedByOrchestrator(),
   });
-  const rls = await startRegionRls(config, service.limiter).catch(async (err: unknown) => {
-    await service.close();
-    throw err;
-  });
+  // gRPC, protobufjs and the Envoy config parser (≈ 5 MB of heap) load only for a region that
+  // serves the RLS (issue 24 point 8: the idle footprint); the bundle keeps them in a chunk.
+  const rls =
+    config.rls === undefined
+      ? undefined
+      : await import("@geoquota/rls")
+          .then(({ startRegionRls }) => startRegionRls(config, service.limiter))
+          .catch(async (err: unknown) => {
+            await service.close();
+            throw err;
+          });
   // Through the limiter's logger: the region's log stays one JSON object per line.
   if (rls !== undefined)
     service.app.log.info(
