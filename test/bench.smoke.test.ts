@@ -41,6 +41,7 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 900_
     "degraded",
     "footprint",
     "rlqsPath",
+    "redisCost",
     "rows",
   ]) {
     expect(report[section], section).toBeDefined();
@@ -76,6 +77,7 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 900_
       steady: { proxies: { received: number }[]; errors: number };
       hot: { admittedEachSecond: number[]; errors: number };
     };
+    redisCost: { skipped: string; variants: Record<string, { decisions: number }> };
   };
   expect(r.redisPath.geoquota.decisions).toBeGreaterThan(0);
   expect(r.redisPath.batch500.decisions).toBeGreaterThan(0);
@@ -127,6 +129,17 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 900_
   for (const p of q.steady.proxies) expect(p.received).toBeGreaterThan(0);
   expect(q.hot.admittedEachSecond.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
   expect([q.steady.errors, q.hot.errors]).toEqual([0, 0]);
+  // Instructions per decision (callgrind): every variant counted, or a reason (no valgrind).
+  if (r.redisCost.skipped === "") {
+    expect(Object.keys(r.redisCost.variants)).toEqual([
+      "ceiling",
+      "checkAllowed",
+      "checkDenied",
+      "checkBatched",
+      "rlf",
+    ]);
+    for (const [v, f] of Object.entries(r.redisCost.variants)) expect(f.decisions, v).toBeGreaterThan(0);
+  } else expect(r.redisCost.skipped).toMatch(/valgrind/);
   expect(printed).toContain("7 rls (gRPC) beside http");
   expect(printed).toContain("11 rlqs local bucket beside rls");
   expect(printed).toContain("10 peers, partition");

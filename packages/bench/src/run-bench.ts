@@ -12,6 +12,7 @@ import { benchLeasedPath, type LeasedPathResult } from "./leased-path.js";
 import { describeMachine, type Machine } from "./machine.js";
 import { benchMemory, type MemoryResult } from "./memory.js";
 import { benchPeers, type PeersResult, peersRows, type StartPeersCluster } from "./peers.js";
+import { benchRedisCost, type RedisCostResult } from "./redis-cost.js";
 import { benchRedisPath, type RedisPathResult } from "./redis-path.js";
 import { benchRlqsPath, type RlqsPathResult, rlqsRows, type StartRlqsCluster } from "./rlqs-path.js";
 import { benchRlsPath, type RlsPathResult } from "./rls-path.js";
@@ -22,6 +23,7 @@ import {
   httpRows,
   leasedRows,
   memoryRows,
+  redisCostRows,
   redisRows,
   rlsRows,
   skewRows,
@@ -54,6 +56,7 @@ export const SECTIONS = [
   "footprint",
   "peers",
   "rlqs",
+  "redis-cost",
 ] as const;
 export type SectionName = (typeof SECTIONS)[number];
 
@@ -84,6 +87,7 @@ export interface BenchReport {
   readonly degraded?: DegradedResult;
   readonly footprint?: FootprintResult;
   readonly rlqsPath?: RlqsPathResult;
+  readonly redisCost?: RedisCostResult;
   readonly rows: Row[];
 }
 
@@ -151,6 +155,10 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
   const rlqsPath = await section("rlqs", "11 rlqs local bucket beside rls, assignments, a hot region", () =>
     withRedis((s) => benchRlqsPath(s, o.startCluster, { ...budget, runMs: o.smoke ? 1000 : 5000 })),
   );
+  // Never fails the run: without valgrind it says so.
+  const redisCost = await section("redis-cost", "12 redis instructions per decision (callgrind)", () =>
+    benchRedisCost(budget),
+  );
   const rows = [
     ...(redisPath ? redisRows(redisPath) : []),
     ...(httpPath ? httpRows(httpPath) : []),
@@ -163,6 +171,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(footprint ? footprintRows(footprint) : []),
     ...(peers ? peersRows(peers) : []),
     ...(rlqsPath ? rlqsRows(rlqsPath) : []),
+    ...(redisCost ? redisCostRows(redisCost) : []),
   ];
   const report: BenchReport = {
     mode: o.smoke ? "smoke" : "full",
@@ -180,6 +189,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(footprint ? { footprint } : {}),
     ...(peers ? { peers } : {}),
     ...(rlqsPath ? { rlqsPath } : {}),
+    ...(redisCost ? { redisCost } : {}),
     rows,
   };
   const out = resolve(o.outPath);
