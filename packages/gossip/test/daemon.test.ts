@@ -22,6 +22,8 @@ function policy(tenant: string, resource: string): KeyPolicy {
 
 class FakeStore implements DaemonStore {
   dirty: string[] = [];
+  /** Keys read (readKey), in order. */
+  reads: string[] = [];
   states = new Map<string, KeyReading>();
   merges: Array<{ key: string; record: KeyRecord }> = [];
   grants: Array<{ key: string; borrower: string; units: number }> = [];
@@ -32,21 +34,29 @@ class FakeStore implements DaemonStore {
   async sweepKeys() {
     return { cursor: "0", keys: [] };
   }
+  /** Counters merges wrote, per key: every read returns them too (a wiped key: delete its entry). */
+  kept = new Map<string, KeyRecord>();
   async readKey(p: KeyPolicy): Promise<KeyReading> {
     const k = `${p.tenant}|${p.resource}`;
-    return (
-      this.states.get(k) ?? {
-        nowUs: this.nowUs,
-        recovering: false,
-        record: KeyRecord.initial(),
-        reserved: {},
-        current: {},
-        inUse: [],
-      }
-    );
+    this.reads.push(k);
+    const state = this.states.get(k) ?? {
+      nowUs: this.nowUs,
+      recovering: false,
+      record: KeyRecord.initial(),
+      reserved: {},
+      current: {},
+      inUse: [],
+    };
+    const kept = this.kept.get(k);
+    return kept === undefined ? state : { ...state, record: KeyRecord.join(state.record, kept) };
   }
   async mergeRemote(p: KeyPolicy, record: KeyRecord) {
-    this.merges.push({ key: `${p.tenant}|${p.resource}`, record: KeyRecord.copy(record) });
+    const k = `${p.tenant}|${p.resource}`;
+    this.merges.push({ key: k, record: KeyRecord.copy(record) });
+    // As Redis does: the counters are kept (max per entry) and the next read returns them.
+    const kept = this.kept.get(k) ?? KeyRecord.initial();
+    KeyRecord.mergeInto(kept, { ...KeyRecord.initial(), consumed: record.consumed, denied: record.denied });
+    this.kept.set(k, kept);
   }
   async grantLoan(p: KeyPolicy, borrower: string, units: number): Promise<Loan | null> {
     this.grants.push({ key: `${p.tenant}|${p.resource}`, borrower, units });
@@ -88,16 +98,23 @@ class FakeLink {
   }
 }
 
-function setup(decodeLimits = {}) {
+function setup(decodeLimits = {}, now?: () => number, digestBuckets?: number) {
   const store = new FakeStore();
   const link = new FakeLink();
   const daemon = new GossipDaemon(
-    { region: "us-east", peers: regions, round: { minMs: 200, maxMs: 500 }, decodeLimits },
+    {
+      region: "us-east",
+      peers: regions,
+      round: { minMs: 200, maxMs: 500 },
+      decodeLimits,
+      ...(digestBuckets !== undefined ? { digestBuckets } : {}),
+    },
     {
       store,
       link,
       policies: { resolve: (t, r) => ({ policy: policy(t, r), regions: quotas }) },
       random: () => 0.5,
+      ...(now !== undefined ? { now } : {}),
     },
   );
   return { store, link, daemon };
@@ -467,5 +484,193 @@ describe("gossip daemon: woken by its limiters", () => {
     daemon.wake();
     expect(pending()).toEqual([350]);
     await daemon.stop();
+  });
+});
+
+/** Rounds until no delta with entries goes out, every delta acknowledged (full syncs and buffers done). */
+async function settle(daemon: GossipDaemon, link: FakeLink): Promise<void> {
+  for (let i = 0; i < 5; i++) {
+    await daemon.round();
+    let any = false;
+    for (const peer of ["eu-west", "ap-south"])
+      for (const f of link.frames(peer))
+        if (f.kind === "delta" && f.entries.length > 0) {
+          any = true;
+          if (f.version > 0)
+            daemon.onFrame(peer, encodeFrame({ kind: "ack", from: peer, version: f.version }));
+        }
+    link.sent = [];
+    if (!any) return;
+  }
+}
+
+describe("gossip daemon: work follows what changed (issue 24 point 7)", () => {
+  const reading = (rec: KeyRecord, extra: Partial<KeyReading> = {}): KeyReading => ({
+    nowUs: 1_000_000,
+    recovering: false,
+    record: rec,
+    reserved: {},
+    current: {},
+    inUse: [],
+    ...extra,
+  });
+
+  it("a key read once, at its bases and without loans, is not read again until it changes; one that lends is read every round", async () => {
+    const { store, daemon } = setup();
+    for (let i = 0; i < 50; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, reading(record("us-east.x", i + 1)));
+    }
+    store.states.set("t7|r", reading(record("us-east.x", 8), { reserved: { "eu-west": 50_000 } }));
+    await daemon.round();
+    expect(store.reads).toHaveLength(50);
+    store.reads = [];
+    for (let i = 0; i < 3; i++) await daemon.round();
+    expect(store.reads).toEqual(["t7|r", "t7|r", "t7|r"]);
+    expect(daemon.status().activeKeys).toBe(1);
+    // The loan is gone: the key stops being read.
+    store.states.set("t7|r", reading(record("us-east.x", 8)));
+    store.reads = [];
+    for (let i = 0; i < 3; i++) await daemon.round();
+    expect(store.reads).toEqual(["t7|r"]);
+  });
+
+  it("drains the change feed past one call's budget in the same round", async () => {
+    const { store, daemon } = setup();
+    for (let i = 0; i < 25_000; i++) store.dirty.push(`t${i}|r`);
+    await daemon.round();
+    expect(store.dirty).toHaveLength(0);
+    expect(store.reads).toHaveLength(25_000);
+  });
+
+  it("a key peers changed is read in the next round, not every round after", async () => {
+    const { store, daemon } = setup();
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 5) }], 1));
+    await daemon.round();
+    await daemon.round();
+    await daemon.round();
+    expect(store.reads).toEqual(["t1|r1"]);
+  });
+
+  it("sends a peer more than one frame of changes in a round", async () => {
+    const { store, link, daemon } = setup();
+    for (let i = 0; i < 2_500; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, reading(record("us-east.x", 1)));
+    }
+    await settle(daemon, link);
+    for (let i = 0; i < 2_500; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, reading(record("us-east.x", 2)));
+    }
+    await daemon.round();
+    const deltas = link.frames("eu-west").filter((f) => f.kind === "delta");
+    expect(deltas.length).toBe(3); // 1,000 entries per frame
+    expect(deltas.reduce((n, f) => n + (f.kind === "delta" ? f.entries.length : 0), 0)).toBe(2_500);
+  });
+
+  it("ships a key's changed counters only, not every replica's it read back", async () => {
+    const { store, link, daemon } = setup();
+    const whole = KeyRecord.initial();
+    for (const id of ["us-east.x", "eu-west.a", "ap-south.b"]) whole.consumed.p.set(id, 10);
+    store.states.set("t1|r1", reading(whole));
+    store.dirty.push("t1|r1");
+    await settle(daemon, link);
+    const next = KeyRecord.copy(whole);
+    next.consumed.p.set("us-east.x", 11);
+    store.states.set("t1|r1", reading(next));
+    store.dirty.push("t1|r1");
+    await daemon.round();
+    const shipped = link
+      .frames("eu-west")
+      .flatMap((f) => (f.kind === "delta" ? f.entries : []))
+      .map((e) => [...e.record.consumed.p]);
+    expect(shipped).toEqual([[["us-east.x", 11]]]);
+  });
+
+  it("relays what one peer sent only to peers whose links frame says they do not hear it", async () => {
+    const { link, daemon } = setup();
+    const sent = () => link.frames("ap-south").filter((f) => f.kind === "delta" && f.entries.length > 0);
+    await settle(daemon, link); // the full syncs of a start
+    // ap-south has not said which links it has: it gets eu-west's change relayed.
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 5) }], 1));
+    await daemon.round();
+    expect(sent().length).toBeGreaterThan(0);
+    await settle(daemon, link);
+    // It hears eu-west itself: nothing more is relayed to it.
+    daemon.onFrame("ap-south", encodeFrame({ kind: "links", from: "ap-south", up: ["eu-west"] }));
+    link.sent = [];
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 6) }], 2));
+    await daemon.round();
+    expect(sent()).toEqual([]);
+    // Its link to eu-west went down: relayed again.
+    daemon.onFrame("ap-south", encodeFrame({ kind: "links", from: "ap-south", up: [] }));
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 7) }], 3));
+    await daemon.round();
+    const relayed = sent().flatMap((f) => (f.kind === "delta" ? f.entries : []));
+    expect(relayed.map((e) => e.record.consumed.p.get("eu-west.a"))).toEqual([7]);
+    // And every round tells each peer which links this region has.
+    expect(link.frames("eu-west").filter((f) => f.kind === "links")).toContainEqual({
+      kind: "links",
+      from: "us-east",
+      up: ["ap-south"],
+    });
+  });
+
+  it("writes into Redis the counters peers changed, and the whole record when Redis lacks some", async () => {
+    const { store, daemon } = setup();
+    const first = KeyRecord.initial();
+    first.consumed.p.set("eu-west.a", 5);
+    first.consumed.p.set("ap-south.b", 9);
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: first }], 1));
+    await daemon.round();
+    store.states.set("t1|r1", reading(KeyRecord.copy(first)));
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 6) }], 2));
+    await daemon.round();
+    expect(store.merges.map((m) => [...m.record.consumed.p])).toEqual([
+      [
+        ["eu-west.a", 5],
+        ["ap-south.b", 9],
+      ],
+      [["eu-west.a", 6]],
+    ]);
+    // The key expired in Redis (its counters gone): the next read finds them missing.
+    store.states.set("t1|r1", reading(KeyRecord.initial()));
+    store.kept.delete("t1|r1");
+    store.dirty.push("t1|r1");
+    await daemon.round();
+    await daemon.round();
+    expect([...(store.merges.at(-1)?.record.consumed.p ?? [])]).toEqual([
+      ["eu-west.a", 6],
+      ["ap-south.b", 9],
+    ]);
+  });
+
+  it("a digest frame covers at most 2,000 keys: the buckets grow with the map", async () => {
+    const { store, link, daemon } = setup({}, undefined, 1);
+    for (let i = 0; i < 5_000; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, reading(record("us-east.x", 1)));
+    }
+    for (let i = 0; i < 20; i++) await daemon.round();
+    const digests = link.frames("eu-west").filter((f) => f.kind === "digest");
+    expect(digests.length).toBe(2);
+    for (const d of digests) {
+      expect(d.kind === "digest" && d.bucketCount).toBe(4);
+      expect(d.kind === "digest" && d.entries.length).toBeLessThanOrEqual(2_000);
+    }
+  });
+
+  it("forgets the demand estimate of a cold key, keeps a watched key's", async () => {
+    let nowMs = 0;
+    const { store, daemon } = setup({}, () => nowMs);
+    store.states.set("cold|r", reading(record("us-east.x", 1)));
+    store.states.set("lent|r", reading(record("us-east.x", 1), { reserved: { "eu-west": 50_000 } }));
+    store.dirty.push("cold|r", "lent|r");
+    await daemon.round();
+    expect(daemon.status().memoryKeys).toBe(2);
+    nowMs += 10_000;
+    await daemon.round();
+    expect(daemon.status().memoryKeys).toBe(1);
   });
 });

@@ -1,16 +1,18 @@
 // The daemon's frame handling: what goes out to peers (deltas each peer has
-// not acknowledged, full syncs, digests of one bucket) and what comes in
-// (validated, authenticated to the link's peer, merged into the map, acked,
-// relayed). Redis is not touched here: a merged key is handed back to the
-// daemon (`onMerged`), which writes it into Redis between rounds.
+// not acknowledged, full syncs, digests of one bucket, which links are up) and
+// what comes in (validated, authenticated to the link's peer, merged into the
+// map, acked, relayed to the peers that do not hear the sender themselves).
+// Redis is not touched here: a merged key is handed back to the daemon
+// (`onMerged`), which writes it into Redis between rounds.
 import {
   type ClockFrame,
-  CrdtMap,
   type DecodeLimits,
   decodeFrame,
   type DeltaFrame,
   encodeFrame,
   type Frame,
+  type KeyRecord,
+  type LinksFrame,
   type LoanConflict,
   type Replica,
 } from "@geoquota/crdt";
@@ -34,16 +36,33 @@ export interface FrameHandlingDeps {
   readonly now: () => number;
   /** Whether this region has a policy for the key (frames about others are ignored). */
   readonly knows: (key: string) => boolean;
-  /** A remote record changed the map: write it into Redis. */
-  readonly onMerged: (keys: readonly string[]) => void;
+  /** Remote records changed the map (`delta`: the entries that changed it): write them into Redis. */
+  readonly onMerged: (changes: readonly { key: string; delta: KeyRecord }[]) => void;
   /** A peer's clock stamp (the clock check; ignored when absent). */
   readonly onClock?: ((peer: string, frame: ClockFrame) => void) | undefined;
+  /**
+   * How long a peer's links frame is believed, ms: past it (or with none) everything merged from
+   * any other peer is relayed to it, as if it heard no one.
+   */
+  readonly linksFreshMs: number;
 }
+
+/**
+ * Delta frames sent to one peer in one round at most: 16 × 1,000 changed keys, several times
+ * what 1% of a million keys changes in a round, so a busy region's changes never queue behind
+ * one frame per round (the rest waits for the next round, or the buffer bound's full sync).
+ */
+export const DELTA_FRAMES_PER_ROUND = 16;
+
+/** Keys one digest frame covers at most (about 60 KB on the wire). */
+export const DIGEST_KEYS_PER_BUCKET = 2_000;
 
 export class FrameHandling {
   private readonly lastHeard = new Map<string, number>();
   private readonly lastAckLag = new Map<string, number>();
   private readonly sentAt = new Map<string, Map<number, number>>();
+  /** Per peer, the peers its last links frame said it has a link up to, and when it came. */
+  private readonly heard = new Map<string, { up: ReadonlySet<string>; atMs: number }>();
   private digestRound = 0;
   badFrames = 0;
 
@@ -59,7 +78,10 @@ export class FrameHandling {
     return ok;
   }
 
-  /** Each reachable peer gets the deltas it has not acknowledged (or a full sync when it needs one). */
+  /**
+   * Each reachable peer gets the deltas it has not acknowledged, in up to DELTA_FRAMES_PER_ROUND
+   * frames (or a full sync when it needs one).
+   */
   ship(): void {
     for (const peer of this.d.peers) {
       if (!this.d.link.isUp(peer)) continue;
@@ -67,9 +89,11 @@ export class FrameHandling {
         this.sendFullSync(peer);
         continue;
       }
-      const frame = this.d.replica.nextDeltaFrame(peer);
-      if (!frame) continue;
-      if (this.send(peer, frame)) {
+      let after = 0;
+      for (let i = 0; i < DELTA_FRAMES_PER_ROUND; i++) {
+        const frame = this.d.replica.nextDeltaFrame(peer, after);
+        if (!frame || !this.send(peer, frame)) break;
+        after = frame.version;
         let sent = this.sentAt.get(peer);
         if (!sent) {
           sent = new Map();
@@ -81,6 +105,14 @@ export class FrameHandling {
     }
   }
 
+  /** Tells every reachable peer which of the others this region has a link up to (relays follow it). */
+  sendLinks(): void {
+    const up = this.d.peers.filter((p) => this.d.link.isUp(p));
+    for (const peer of up) {
+      this.send(peer, { kind: "links", from: this.d.region, up: up.filter((p) => p !== peer) });
+    }
+  }
+
   sendFullSync(peer: string): void {
     if (!this.d.link.isUp(peer)) return;
     for (const frame of this.d.replica.fullSyncFrames(peer)) {
@@ -88,12 +120,15 @@ export class FrameHandling {
     }
   }
 
-  /** A digest of the next bucket to every reachable peer (anti-entropy). */
+  /**
+   * A digest of the next bucket to every reachable peer (anti-entropy). The buckets double past
+   * `digestBuckets` until one holds at most DIGEST_KEYS_PER_BUCKET keys: a map of a million keys
+   * in 16 buckets would send 62,500 entries per frame, past what a peer decodes (10,000, 1 MiB).
+   */
   sendDigest(): void {
-    const scope = {
-      bucket: this.digestRound++ % this.d.digestBuckets,
-      bucketCount: this.d.digestBuckets,
-    };
+    let buckets = this.d.digestBuckets;
+    while (this.d.replica.state.size > buckets * DIGEST_KEYS_PER_BUCKET) buckets *= 2;
+    const scope = { bucket: this.digestRound++ % buckets, bucketCount: buckets };
     const frame = this.d.replica.digestFrame(scope);
     for (const peer of this.d.peers) if (this.d.link.isUp(peer)) this.send(peer, frame);
   }
@@ -134,7 +169,28 @@ export class FrameHandling {
       case "clock":
         this.d.onClock?.(peer, frame);
         return;
+      case "links":
+        this.onLinks(peer, frame);
+        return;
     }
+  }
+
+  private onLinks(peer: string, frame: LinksFrame): void {
+    this.heard.set(peer, { up: new Set(frame.up), atMs: this.d.now() });
+  }
+
+  /**
+   * Whether what `from` sent is relayed to `peer`: unless `peer` said lately that it has a link
+   * up to `from` (then it got the same frame directly). A full mesh with every link up relays
+   * nothing; a peer cut off from one other (a partial partition) still hears it through us.
+   */
+  private relayTo(from: string): (peer: string) => boolean {
+    const now = this.d.now();
+    return (peer) => {
+      if (peer === from) return false;
+      const h = this.heard.get(peer);
+      return h === undefined || now - h.atMs > this.d.linksFreshMs || !h.up.has(from);
+    };
   }
 
   /** A frame the daemon refused elsewhere (a bad rollout frame). */
@@ -149,15 +205,18 @@ export class FrameHandling {
 
   private onDelta(peer: string, frame: DeltaFrame): void {
     const conflicts: LoanConflict[] = [];
-    const merged: string[] = [];
+    const merged: { key: string; delta: KeyRecord }[] = [];
+    const relay = this.relayTo(frame.from);
     for (const { key, record } of frame.entries) {
       if (!this.d.knows(key)) continue;
-      if (CrdtMap.mergeKeyInto(this.d.replica.state, key, record, conflicts)) {
-        // Relay: keeps data flowing around a one-way or partial partition.
-        this.d.replica.shipper.record(key, record, frame.from);
+      const changed = this.d.replica.mergeKey(key, record, conflicts);
+      if (changed !== null) {
+        // Relay (what changed our map, to the peers that do not hear the sender): keeps data
+        // flowing around a one-way or partial partition.
+        this.d.replica.shipper.recordFor(key, changed, relay);
         // Into Redis too: every region's counter entries live there (for the
         // quota view and re-learning after a restart), loans to us take effect.
-        merged.push(key);
+        merged.push({ key, delta: changed });
       }
     }
     if (conflicts.length > 0) this.d.metrics?.conflicts.inc(conflicts.length);
