@@ -674,3 +674,139 @@ describe("gossip daemon: work follows what changed (issue 24 point 7)", () => {
     expect(daemon.status().memoryKeys).toBe(1);
   });
 });
+
+describe("gossip daemon: woken by its peers", () => {
+  /** A daemon on fake timers and a fake clock; `pending()` lists the armed timers' delays. */
+  function onFakeTimers() {
+    const clock = { nowMs: 0 };
+    const timers = new Map<number, { fn: () => void; ms: number }>();
+    let nextId = 0;
+    const store = new FakeStore();
+    // r = 1,000/s: a region's base slice refills 333/s.
+    const fast = (t: string, r: string): KeyPolicy => ({
+      ...policy(t, r),
+      limit: { algorithm: "token_bucket", capacity: 1000, refillPerSecond: 1000 },
+    });
+    const daemon = new GossipDaemon(
+      { region: "us-east", peers: regions, round: { minMs: 200, maxMs: 500, fastMs: 40 } },
+      {
+        store,
+        link: new FakeLink(),
+        policies: { resolve: (t, r) => ({ policy: fast(t, r), regions: quotas }) },
+        random: () => 0.5,
+        now: () => clock.nowMs,
+        timers: {
+          setTimeout: (fn, ms) => {
+            timers.set(++nextId, { fn, ms });
+            return nextId;
+          },
+          clearTimeout: (id) => timers.delete(id as number),
+        },
+      },
+    );
+    const pending = () => [...timers.values()].map((t) => t.ms);
+    return { clock, store, daemon, pending, timers };
+  }
+
+  /** eu-west's counters of t1|r1: `admitted` and `denied` so far. */
+  const euWest = (admitted: number, denied: number, version: number) => {
+    const r = KeyRecord.initial();
+    r.consumed.p.set("eu-west.a", admitted);
+    r.denied.set("eu-west.a", denied);
+    return delta("eu-west", [{ key: "t1|r1", record: r }], version);
+  };
+
+  it("a peer's denials that would move a key's targets bring the next round forward; a trickle does not", async () => {
+    const { clock, store, daemon, pending } = onFakeTimers();
+    daemon.start();
+    // A round knows the key: eu-west well inside its slice.
+    daemon.onFrame("eu-west", euWest(1, 0, 1));
+    await daemon.round();
+    store.nowUs += 300_000;
+    clock.nowMs = 10;
+    daemon.onFrame("eu-west", euWest(2, 0, 2));
+    await daemon.round();
+    expect(pending()).toEqual([350]);
+    // A trickle of denials: the targets would stay at the bases.
+    clock.nowMs = 20;
+    daemon.onFrame("eu-west", euWest(2, 1, 3));
+    expect(pending()).toEqual([350]);
+    // eu-west's demand jumps past its slice: its denials grow by hundreds.
+    clock.nowMs = 30;
+    daemon.onFrame("eu-west", euWest(100, 300, 4));
+    expect(pending()).toEqual([60]); // 40 + 0.5 · 40
+    await daemon.stop();
+  });
+
+  it("a peer's frame reads only the sender's news: this region's own counters, read at its rounds, are no decay", async () => {
+    const { clock, store, daemon, pending } = onFakeTimers();
+    daemon.start();
+    // us-east itself is hot (600/s against its 333/s slice): its targets are off the bases.
+    const own = (admitted: number, at: number) => {
+      store.nowUs = 1_000_000 + at * 1000;
+      store.states.set("t1|r1", {
+        nowUs: store.nowUs,
+        recovering: false,
+        record: record("us-east.x", admitted),
+        reserved: {},
+        current: {},
+        inUse: [],
+      });
+      store.dirty.push("t1|r1");
+    };
+    for (let i = 0; i < 4; i++) {
+      own(180 * i, 300 * i);
+      await daemon.round();
+    }
+    // eu-west sends a denial or two: nothing that moves targets, whatever time passed here.
+    clock.nowMs = 50;
+    daemon.onFrame("eu-west", euWest(1, 1, 1));
+    expect(pending()).toEqual([350]);
+    await daemon.stop();
+  });
+
+  it("a return of a loan this region granted brings the next round forward", async () => {
+    const { clock, daemon, pending } = onFakeTimers();
+    daemon.start();
+    clock.nowMs = 10;
+    const r = KeyRecord.initial();
+    r.returned.set("us-east>eu-west", { lender: "us-east", borrower: "eu-west", seq: 9 });
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: r }], 1));
+    expect(pending()).toEqual([60]);
+    await daemon.stop();
+  });
+
+  it("the limiters' and the peers' wakes each bring at most one round forward per minMs", async () => {
+    const { clock, daemon, pending, timers } = onFakeTimers();
+    daemon.start();
+    clock.nowMs = 10;
+    daemon.wake();
+    expect(pending()).toEqual([60]);
+    // The early round runs; the timer's next one is armed.
+    clock.nowMs = 70;
+    daemon.wake(); // a second limiter wake within minMs: nothing
+    const returned = (seq: number, version: number) => {
+      const r = KeyRecord.initial();
+      r.returned.set("us-east>eu-west", { lender: "us-east", borrower: "eu-west", seq });
+      return delta("eu-west", [{ key: "t1|r1", record: r }], version);
+    };
+    expect(pending()).toEqual([60]);
+    // The early round runs; the timer's next round is armed.
+    const [id, t] = [...timers.entries()][0] as [number, { fn: () => void; ms: number }];
+    timers.delete(id);
+    t.fn();
+    while (timers.size === 0) await new Promise((r) => setImmediate(r));
+    expect(pending()).toEqual([350]);
+    // A peer's wake has a budget of its own: the limiter's wake 60 ms ago does not hold it back.
+    clock.nowMs = 80;
+    daemon.onFrame("eu-west", returned(9, 1));
+    expect(pending()).toEqual([60]);
+    // Within minMs of the peer's wake, the next one brings nothing forward.
+    for (const [k] of timers) timers.delete(k);
+    timers.set(999, { fn: () => {}, ms: 350 });
+    clock.nowMs = 100;
+    daemon.onFrame("eu-west", returned(10, 2));
+    expect(pending()).toEqual([350]);
+    await daemon.stop();
+  });
+});

@@ -118,6 +118,12 @@ export interface DaemonTimers {
 /** pendingMerge: write the map's whole record (not only what changed). */
 const FULL = "full";
 
+/** What woke the daemon (wake()): its limiters, or a peer's frame. */
+type WakeSource = "limiter" | "peer";
+
+/** Keys of one peer frame looked at for a wake (wakeOnPeerShift): bounds the cost of a busy frame. */
+const PEER_WAKE_LOOKS = 64;
+
 /** The store's largest drain per call (@geoquota/redis drainDirty). */
 const DRAIN_CALL_MAX = 10_000;
 /** Keys a round processes at once: enough to keep Redis pipelined, few enough to bound memory. */
@@ -200,7 +206,8 @@ export class GossipDaemon {
   private sharesMoving = false;
   /** When the pending round timer fires (this.now() ms); see wake(). */
   private timerDueMs = 0;
-  private lastWakeMs: number | undefined;
+  /** The last wake of each source (wake()): each brings at most one round forward per minMs. */
+  private readonly lastWakeMs = new Map<WakeSource, number>();
   private wakeNext = false;
   private readonly random: () => number;
   private readonly now: () => number;
@@ -257,9 +264,10 @@ export class GossipDaemon {
       // map, written into Redis once the policy is known): a full sync sent
       // then is not sent again.
       knows: (key) => !this.policyKnown() || this.policyFor(key) !== undefined,
-      onMerged: (changes) => {
+      onMerged: (changes, from) => {
         for (const { key, delta } of changes) this.queueMerge(key, delta);
         this.flushMerges();
+        this.wakeOnPeerShift(changes, from);
       },
       linksFreshMs: 4 * this.opts.round.maxMs,
       onClock: (peer, frame) => {
@@ -283,6 +291,7 @@ export class GossipDaemon {
       policy: this.opts.policy,
       idleMs: this.opts.idleMs,
       memoryMs: this.opts.memoryMs,
+      minRoundMs: this.opts.round.minMs,
       store: deps.store,
       link: deps.link,
       replica: this.replica,
@@ -335,17 +344,31 @@ export class GossipDaemon {
     }, delay);
   }
 
+  /** Whether wake(by) now would bring a round forward (cheap: callers look for a reason only then). */
+  private mayWake(by: WakeSource): boolean {
+    if (!this.running) return false;
+    const now = this.now();
+    const last = this.lastWakeMs.get(by);
+    if (last !== undefined && now - last < this.opts.round.minMs) return false;
+    return this.timer === undefined || this.timerDueMs - now > 2 * this.fastMs();
+  }
+
   /**
-   * Demand crossed this region's slice (its limiter started denying a key, DESIGN §3 "Demand,
-   * targets and lending"): the next round comes in [fastMs, 2·fastMs] instead of at the timer's
-   * end, so the shift is seen a round sooner here and shipped to the lenders. Still jittered,
-   * and at most one early round per minMs: a limiter that keeps waking cannot spin the daemon.
+   * Demand crossed a slice (DESIGN §3 "Demand, targets and lending"): this region's limiter
+   * started denying a key (`limiter`), or a peer's counters would move a key's targets here or
+   * a loan this region granted came back (`peer`, wakeOnPeerShift). The next round comes in
+   * [fastMs, 2·fastMs] instead of at the timer's end, so the shift is seen a round sooner here
+   * and what it calls for (returns, grants) shipped. Still jittered, and at most one early round
+   * per minMs from each source: nothing that keeps waking can spin the daemon. (One budget for
+   * both let a limiter's wake, in the old hot region, hold back the peer's that tells it the hot
+   * spot moved.)
    */
-  wake(): void {
+  wake(by: WakeSource = "limiter"): void {
     if (!this.running) return;
     const now = this.now();
-    if (this.lastWakeMs !== undefined && now - this.lastWakeMs < this.opts.round.minMs) return;
-    this.lastWakeMs = now;
+    const last = this.lastWakeMs.get(by);
+    if (last !== undefined && now - last < this.opts.round.minMs) return;
+    this.lastWakeMs.set(by, now);
     const fastMs = this.fastMs();
     if (this.timer === undefined) {
       this.wakeNext = true; // a round is running: the one after it comes fast
@@ -353,8 +376,34 @@ export class GossipDaemon {
     }
     if (this.timerDueMs - now <= 2 * fastMs) return;
     this.timers.clearTimeout(this.timer);
-    this.deps.metrics?.wakes.inc();
+    this.deps.metrics?.wakes.inc({ by });
     this.arm(fastMs + this.random() * fastMs);
+  }
+
+  /**
+   * A peer's frame changed the map: wake when it calls for a round here. A return of a loan
+   * this region granted frees share to lend; a key whose denials grew somewhere (a region's
+   * demand past its slice) is looked at with this round's counters, and wakes when its targets
+   * would move as much as a fast round's (policy-step.ts wouldMove: nothing is kept). Only while
+   * a wake can take effect, at most PEER_WAKE_LOOKS keys per frame.
+   */
+  private wakeOnPeerShift(changes: readonly { key: string; delta: KeyRecord }[], from: string): void {
+    if (!this.opts.reweighting || !this.mayWake("peer")) return;
+    if (this.peerShift(changes, from)) this.wake("peer");
+  }
+
+  /** Whether one of `changes` calls for an early round (wakeOnPeerShift). */
+  private peerShift(changes: readonly { key: string; delta: KeyRecord }[], from: string): boolean {
+    let looked = 0;
+    for (const { key, delta } of changes) {
+      for (const m of delta.returned.values()) if (m.lender === this.opts.region) return true;
+      if (delta.denied.size === 0 || looked >= PEER_WAKE_LOOKS) continue;
+      looked++;
+      const p = this.policyFor(key);
+      const merged = this.replica.state.get(key);
+      if (p !== undefined && merged !== undefined && this.policy.wouldMove(key, p, merged, from)) return true;
+    }
+    return false;
   }
 
   /** A peer came (back) up: it gets our whole state, since we cannot know what it kept. */

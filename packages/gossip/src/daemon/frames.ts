@@ -36,8 +36,8 @@ export interface FrameHandlingDeps {
   readonly now: () => number;
   /** Whether this region has a policy for the key (frames about others are ignored). */
   readonly knows: (key: string) => boolean;
-  /** Remote records changed the map (`delta`: the entries that changed it): write them into Redis. */
-  readonly onMerged: (changes: readonly { key: string; delta: KeyRecord }[]) => void;
+  /** `from`'s frame changed the map (`delta`: the entries that changed it): write them into Redis. */
+  readonly onMerged: (changes: readonly { key: string; delta: KeyRecord }[], from: string) => void;
   /** A peer's clock stamp (the clock check; ignored when absent). */
   readonly onClock?: ((peer: string, frame: ClockFrame) => void) | undefined;
   /**
@@ -221,7 +221,7 @@ export class FrameHandling {
     }
     if (conflicts.length > 0) this.d.metrics?.conflicts.inc(conflicts.length);
     if (frame.version > 0) this.send(peer, { kind: "ack", from: this.d.region, version: frame.version });
-    this.d.onMerged(merged);
+    this.d.onMerged(merged, frame.from);
   }
 
   /** Per peer: link up, ms since its last frame, last ack round trip. */

@@ -11,8 +11,10 @@ import type { KeyPolicy } from "@geoquota/core";
 import { KeyRecord, type Replica } from "@geoquota/crdt";
 import {
   type CounterReading,
+  computeTargets,
   decideRound,
   initialPolicyMemory,
+  observeDemand,
   type PolicyMemory,
   type PolicyOptions,
   type RegionQuota,
@@ -55,6 +57,8 @@ export interface PolicyStepDeps {
    * a new estimate from that reading); above it, `idleMs`.
    */
   readonly memoryMs: number;
+  /** The rounds' minMs: the least time wouldMove lets pass since a key's last run. */
+  readonly minRoundMs: number;
   /** Monotonic ms. */
   readonly now: () => number;
   readonly onError: ((where: string, err: unknown) => void) | undefined;
@@ -122,16 +126,47 @@ export class PolicyStep {
   }
 
   /**
-   * Runs the policy for `key` (its Redis view `state`, its merged record) and executes the
-   * decision. True when the key's targets moved this round by FAST_ROUND_MOVE_PPM or more:
-   * shares are on their way somewhere, and the daemon's next round comes sooner (daemon.ts).
+   * Whether what `from` just sent (in `merged`, the key's counters) would move this key's
+   * targets by FAST_ROUND_MOVE_PPM or more if a round ran now. Only `from`'s estimate is carried
+   * forward (over at least minMs, so a frame right after a round does not read as a spike): the
+   * others' counters reach the map at their own frames and this region's at its rounds, so
+   * their silence since the last run is no news. Nothing is kept. False for a key without a
+   * recent run (its first run makes the estimate).
    */
+  wouldMove(key: string, p: DaemonKey, merged: KeyRecord, from: string): boolean {
+    const m = this.memo.get(key);
+    const alg = p.policy.limit.algorithm;
+    if (m === undefined || m.memory.targets === undefined || m.memory.demand.atUs === undefined) return false;
+    if (alg !== "token_bucket" && alg !== "gcra") return false;
+    const elapsedMs = Math.max(this.d.now() - m.lastRunMs, this.d.minRoundMs);
+    const demand = observeDemand(
+      m.memory.demand,
+      countersOf(merged),
+      m.memory.demand.atUs + elapsedMs * 1000,
+      this.d.policy.demand,
+    );
+    const rates = { ...m.memory.demand.ratePerSec, [from]: demand.ratePerSec[from] ?? 0 };
+    const targets = computeTargets(
+      p.regions,
+      rates,
+      p.policy.limit.refillPerSecond,
+      m.memory.targets,
+      this.d.policy.targets,
+    );
+    return targetsMoved(m.memory.targets, targets);
+  }
+
   /** A key without a policy run: watched only while its record holds a loan or return no wait covered. */
   watchUndurable(key: string, undurable: boolean): void {
     if (undurable) this.watched.add(key);
     else this.watched.delete(key);
   }
 
+  /**
+   * Runs the policy for `key` (its Redis view `state`, its merged record) and executes the
+   * decision. True when the key's targets moved this round by FAST_ROUND_MOVE_PPM or more:
+   * shares are on their way somewhere, and the daemon's next round comes sooner (daemon.ts).
+   */
   async run(
     key: string,
     p: DaemonKey,
@@ -145,10 +180,7 @@ export class PolicyStep {
       watch: false,
       demandRatio: 0,
     };
-    const counters: CounterReading = {
-      admitted: Object.fromEntries(merged.consumed.p),
-      denied: Object.fromEntries(merged.denied),
-    };
+    const counters = countersOf(merged);
     const decision = decideRound(
       entry.memory,
       {
@@ -254,6 +286,11 @@ export class PolicyStep {
       }
     }
   }
+}
+
+/** The demand reading of a record: admitted and denied cost per replica. */
+function countersOf(r: KeyRecord): CounterReading {
+  return { admitted: Object.fromEntries(r.consumed.p), denied: Object.fromEntries(r.denied) };
 }
 
 /**
