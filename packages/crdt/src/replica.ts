@@ -176,14 +176,22 @@ export class Replica {
 
   private framesFor(keys: string[]): DeltaFrame[] {
     const frames: DeltaFrame[] = [];
-    for (let i = 0; i < keys.length; i += this.maxEntriesPerFrame) {
-      const entries: DeltaEntry[] = [];
-      for (const key of keys.slice(i, i + this.maxEntriesPerFrame)) {
-        const r = this.state.get(key);
-        if (r !== undefined) entries.push({ key, record: KeyRecord.copy(r) });
-      }
-      frames.push({ kind: "delta", from: this.id, version: 0, entries });
-    }
+    for (let i = 0; i < keys.length; i += this.maxEntriesPerFrame)
+      frames.push(this.stateFrame(keys.slice(i, i + this.maxEntriesPerFrame)));
     return frames;
+  }
+
+  /**
+   * One frame outside the ack stream (version 0) of these keys' full records as the map holds
+   * them now (keys it lacks are left out): a full sync built a frame at a time, so a large map
+   * is never copied whole.
+   */
+  stateFrame(keys: readonly string[]): DeltaFrame {
+    const entries: DeltaEntry[] = [];
+    for (const key of keys) {
+      const r = this.state.get(key);
+      if (r !== undefined) entries.push({ key, record: KeyRecord.copy(r) });
+    }
+    return { kind: "delta", from: this.id, version: 0, entries };
   }
 }

@@ -213,22 +213,19 @@ describe("gossip daemon: deltas, acks, rounds", () => {
       current: {},
       inUse: [],
     });
-    // Round 1 sends each peer the full state (a new peer knows nothing), round 2
-    // the buffered delta; once acknowledged, nothing more goes out.
-    for (let round = 0; round < 2; round++) {
-      await daemon.round();
-      for (const peer of ["eu-west", "ap-south"]) {
-        const deltas = link.frames(peer).filter((f) => f.kind === "delta");
-        expect(deltas.length).toBeGreaterThanOrEqual(1);
-        for (const d of deltas) {
-          if (d.kind !== "delta") continue;
-          expect(d.entries[0]!.record.consumed.p.get("us-east.x")).toBe(3);
-          if (d.version > 0)
-            daemon.onFrame(peer, encodeFrame({ kind: "ack", from: peer, version: d.version }));
-        }
+    // The round sends each peer the full state (a new peer knows nothing, version 0)
+    // and the buffered delta; once that is acknowledged, nothing more goes out.
+    await daemon.round();
+    for (const peer of ["eu-west", "ap-south"]) {
+      const deltas = link.frames(peer).filter((f) => f.kind === "delta");
+      expect(deltas.map((d) => d.kind === "delta" && d.version > 0)).toEqual([false, true]);
+      for (const d of deltas) {
+        if (d.kind !== "delta") continue;
+        expect(d.entries[0]!.record.consumed.p.get("us-east.x")).toBe(3);
+        if (d.version > 0) daemon.onFrame(peer, encodeFrame({ kind: "ack", from: peer, version: d.version }));
       }
-      link.sent = [];
     }
+    link.sent = [];
     await daemon.round();
     expect(link.frames().filter((f) => f.kind === "delta")).toHaveLength(0);
   });
@@ -349,7 +346,10 @@ describe("gossip daemon: durability before shipping (DESIGN §4)", () => {
     store.dirty.push("t1|r1");
     await daemon.round();
     expect(store.waitedSince).toEqual([readTicket]);
-    expect(shippedLoans(link, "eu-west")).toEqual([loan]);
+    // In the full sync of a new peer and in the delta: the one loan, certified.
+    expect(new Set(shippedLoans(link, "eu-west").map((l) => JSON.stringify(l)))).toEqual(
+      new Set([JSON.stringify(loan)]),
+    );
   });
 
   it("a grant reported durable needs no second wait when read back", async () => {
@@ -505,6 +505,43 @@ async function settle(daemon: GossipDaemon, link: FakeLink): Promise<void> {
 }
 
 describe("gossip daemon: work follows what changed (issue 24 point 7)", () => {
+  it("a full sync goes out 16 frames of 1,000 keys per round, resumed where the socket refused one", async () => {
+    const { store, link, daemon } = setup();
+    for (let i = 0; i < 40_000; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, {
+        nowUs: 1_000_000,
+        recovering: false,
+        record: record("us-east.x", 1),
+        reserved: {},
+        current: {},
+        inUse: [],
+      });
+    }
+    const fullSync = (peer: string) =>
+      link.frames(peer).filter((f) => f.kind === "delta" && f.version === 0).length;
+    let refuse = 3; // eu-west's socket takes 3 full-sync frames, then refuses one
+    const send = link.send.bind(link);
+    link.send = (peer, bytes) => {
+      const f = decodeFrame(bytes);
+      const syncFrame = f.ok && f.value.kind === "delta" && f.value.version === 0;
+      return peer === "eu-west" && syncFrame && refuse-- <= 0 ? false : send(peer, bytes);
+    };
+    await daemon.round();
+    expect(fullSync("eu-west")).toBe(3);
+    expect(fullSync("ap-south")).toBe(16);
+    link.sent = [];
+    refuse = 1_000;
+    await daemon.round();
+    await daemon.round();
+    expect(fullSync("eu-west")).toBe(32);
+    expect(fullSync("ap-south")).toBe(24); // 40 frames in all, then done
+    link.sent = [];
+    await daemon.round();
+    expect(fullSync("eu-west")).toBe(5);
+    expect(fullSync("ap-south")).toBe(0);
+  });
+
   const reading = (rec: KeyRecord, extra: Partial<KeyReading> = {}): KeyReading => ({
     nowUs: 1_000_000,
     recovering: false,

@@ -54,6 +54,9 @@ export interface FrameHandlingDeps {
  */
 export const DELTA_FRAMES_PER_ROUND = 16;
 
+/** Keys per frame of a full sync. */
+const FULL_SYNC_KEYS = 1_000;
+
 /** Keys one digest frame covers at most (about 60 KB on the wire). */
 export const DIGEST_KEYS_PER_BUCKET = 2_000;
 
@@ -61,6 +64,8 @@ export class FrameHandling {
   private readonly lastHeard = new Map<string, number>();
   private readonly lastAckLag = new Map<string, number>();
   private readonly sentAt = new Map<string, Map<number, number>>();
+  /** Per peer, a full sync under way: the map's keys when it began, and the next to send. */
+  private readonly fullSyncs = new Map<string, { keys: string[]; next: number }>();
   /** Per peer, the peers its last links frame said it has a link up to, and when it came. */
   private readonly heard = new Map<string, { up: ReadonlySet<string>; atMs: number }>();
   private digestRound = 0;
@@ -80,17 +85,16 @@ export class FrameHandling {
 
   /**
    * Each reachable peer gets the deltas it has not acknowledged, in up to DELTA_FRAMES_PER_ROUND
-   * frames (or a full sync when it needs one).
+   * frames, after the next frames of a full sync under way (or one started when it needs one).
    */
   ship(): void {
     for (const peer of this.d.peers) {
       if (!this.d.link.isUp(peer)) continue;
-      if (this.d.replica.shipper.needsFullSync(peer)) {
-        this.sendFullSync(peer);
-        continue;
-      }
+      let budget = DELTA_FRAMES_PER_ROUND;
+      if (this.d.replica.shipper.needsFullSync(peer)) this.startFullSync(peer);
+      if (this.fullSyncs.has(peer)) budget -= this.continueFullSync(peer);
       let after = 0;
-      for (let i = 0; i < DELTA_FRAMES_PER_ROUND; i++) {
+      for (let i = 0; i < budget; i++) {
         const frame = this.d.replica.nextDeltaFrame(peer, after);
         if (!frame || !this.send(peer, frame)) break;
         after = frame.version;
@@ -113,11 +117,39 @@ export class FrameHandling {
     }
   }
 
+  /**
+   * A peer came (back) up, or its delta buffer overflowed: it gets the whole map, in frames of
+   * 1,000 keys, DELTA_FRAMES_PER_ROUND per round from now on (ship() goes on with it) until every
+   * key known now has been sent. Changes meanwhile are buffered as deltas, as usual. Built a
+   * frame at a time and resumed where the peer's socket refused one: a million keys are never
+   * copied whole, nor dropped for a full send buffer.
+   */
   sendFullSync(peer: string): void {
     if (!this.d.link.isUp(peer)) return;
-    for (const frame of this.d.replica.fullSyncFrames(peer)) {
-      if (frame.entries.length > 0) this.send(peer, frame);
+    this.startFullSync(peer);
+    this.continueFullSync(peer);
+  }
+
+  private startFullSync(peer: string): void {
+    this.d.replica.shipper.markSynced(peer);
+    this.fullSyncs.set(peer, { keys: [...this.d.replica.state.keys()], next: 0 });
+  }
+
+  /** The next frames of `peer`'s full sync; how many were sent. */
+  private continueFullSync(peer: string): number {
+    const sync = this.fullSyncs.get(peer);
+    if (sync === undefined) return 0;
+    let sent = 0;
+    while (sent < DELTA_FRAMES_PER_ROUND && sync.next < sync.keys.length) {
+      const frame = this.d.replica.stateFrame(sync.keys.slice(sync.next, sync.next + FULL_SYNC_KEYS));
+      if (frame.entries.length > 0) {
+        if (!this.send(peer, frame)) break; // the socket is full: the rest next round
+        sent++;
+      }
+      sync.next += FULL_SYNC_KEYS;
     }
+    if (sync.next >= sync.keys.length) this.fullSyncs.delete(peer);
+    return sent;
   }
 
   /**
