@@ -26,6 +26,13 @@ import {
   rlsRows,
   skewRows,
 } from "./rows.js";
+import {
+  benchScale,
+  type ScaleResult,
+  type StartLoneRegion,
+  type StartScaleCluster,
+  scaleRows,
+} from "./scale.js";
 import { benchSkew, type SkewResult } from "./skew.js";
 import { renderTable } from "./table.js";
 import type { Budget, Row, Write } from "./types.js";
@@ -36,7 +43,9 @@ export interface RunBenchOptions {
   readonly outPath: string;
   readonly write: Write;
   /** The CLI's local-cluster orchestrator (injected: the bench package does not depend on the CLI). */
-  readonly startCluster: StartPeersCluster & StartRlqsCluster;
+  readonly startCluster: StartPeersCluster & StartRlqsCluster & StartScaleCluster;
+  /** The CLI's lone region among in-process peers (section 12). */
+  readonly startLoneRegion: StartLoneRegion;
   /** Only these sections (SECTIONS names); absent or empty: all. */
   readonly sections?: readonly string[];
 }
@@ -54,6 +63,7 @@ export const SECTIONS = [
   "footprint",
   "peers",
   "rlqs",
+  "scale",
 ] as const;
 export type SectionName = (typeof SECTIONS)[number];
 
@@ -84,6 +94,7 @@ export interface BenchReport {
   readonly degraded?: DegradedResult;
   readonly footprint?: FootprintResult;
   readonly rlqsPath?: RlqsPathResult;
+  readonly scale?: ScaleResult;
   readonly rows: Row[];
 }
 
@@ -151,6 +162,9 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
   const rlqsPath = await section("rlqs", "11 rlqs local bucket beside rls, assignments, a hot region", () =>
     withRedis((s) => benchRlqsPath(s, o.startCluster, { ...budget, runMs: o.smoke ? 1000 : 5000 })),
   );
+  const scale = await section("scale", "12 scale: a round's cost as keys grow (10 regions)", () =>
+    benchScale(o.startCluster, o.startLoneRegion, budget),
+  );
   const rows = [
     ...(redisPath ? redisRows(redisPath) : []),
     ...(httpPath ? httpRows(httpPath) : []),
@@ -163,6 +177,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(footprint ? footprintRows(footprint) : []),
     ...(peers ? peersRows(peers) : []),
     ...(rlqsPath ? rlqsRows(rlqsPath) : []),
+    ...(scale ? scaleRows(scale) : []),
   ];
   const report: BenchReport = {
     mode: o.smoke ? "smoke" : "full",
@@ -180,6 +195,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(footprint ? { footprint } : {}),
     ...(peers ? { peers } : {}),
     ...(rlqsPath ? { rlqsPath } : {}),
+    ...(scale ? { scale } : {}),
     rows,
   };
   const out = resolve(o.outPath);
