@@ -15,6 +15,7 @@ import { decodeFrame, type DeltaEntry, encodeFrame } from "@geoquota/crdt";
 import { Mesh } from "@geoquota/gossip";
 import { initFreshRegion } from "@geoquota/limiter";
 import { spawnManaged, startRedis } from "@geoquota/procs";
+import { ROLE_NODE_FLAGS } from "./orchestrator.js";
 import { READY_IPC_ENV, readySignal } from "./ready.js";
 
 export interface LoneRegionOptions {
@@ -130,14 +131,9 @@ export async function startLoneRegion(options: LoneRegionOptions): Promise<LoneR
         2,
       )}\n`,
     );
-    const proc = spawnManaged(
-      process.execPath,
-      [binPath, "gossip", "--config", configPath],
-      { [READY_IPC_ENV]: "1" },
-      {
-        ipc: true,
-      },
-    );
+    // The node flags the local cluster gives a daemon (its young generation kept small).
+    const args = [...ROLE_NODE_FLAGS.gossip, binPath, "gossip", "--config", configPath];
+    const proc = spawnManaged(process.execPath, args, { [READY_IPC_ENV]: "1" }, { ipc: true });
     stops.push(() => proc.stop());
     const listeners = await readySignal(proc, `gossip ${id} up`, START_TIMEOUT_MS, ["http"]);
     // Each peer hears every other: the region relays nothing (frames.ts relayTo).
