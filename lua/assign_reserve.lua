@@ -21,7 +21,7 @@
 -- up to now + margin) or would end a renewal before the record it supersedes (below) is the size
 -- fitted to the point instead. Refused (0, 0, 0) only when nothing fits (q = 0 and b = 0).
 --
--- Supersede: ARGV 18 names the assignment this one renews (same stream, same bucket; '' for none).
+-- Supersede: ARGV 7 names the assignment this one renews (same stream, same bucket; '' for none).
 -- When that record is a live assignment that ends no later than this one may (e_old ≤ now + min(ttl +
 -- margin, D)), the proxy enforces one bucket at a time (a new assignment replaces the old one's
 -- bucket): rates do not add while both are live, bursts may (the old bucket's tokens are spent before
@@ -38,29 +38,28 @@
 -- least the rate of any of them, whichever bucket the proxy runs (even if the new one never
 -- arrived, the old one is backed until it ends). The bucket's share and capacity only go down.
 -- A supersede naming an unknown, expired, non-assignment or longer-lived record is a fresh assignment.
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
--- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
---       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 assignmentId,
---       14 burst, 15 rate, 16 ttlUs, 17 marginUs, 18 supersedes
+-- KEYS: 1 gq:inc, 2 gq:dg, 3 P:b, 4 gq:pv
+-- ARGV: 1 region, 2 assignmentId, 3 burst, 4 rate, 5 ttlUs, 6 marginUs, 7 supersedes
 -- Returns: {burst, rate (string), ttlUs, expiryUs, nowUs, share}; burst 0, rate 0, ttl 0: nothing
 -- reserved. `share`: the region's share of the key at now before this reservation (the bucket's own
 -- plus what live assignments hold), so the caller can divide it among its proxies by demand.
 -- A reservation without a token is refused: a token bucket of max_tokens 0 admits nothing, whatever
 -- its rate (Envoy's filter starts it full, with max_tokens), so its share would be held for nothing.
 local now = now_us()
-local P = read_policy(ARGV, 1)
-local aid = 'q|' .. ARGV[13]
-local want_b, want_r = tonumber(ARGV[14]), tonumber(ARGV[15])
-local ttl, margin = tonumber(ARGV[16]), tonumber(ARGV[17])
-local marker, gen = ensure_marker(KEYS[1], KEYS[8], now)
-local id, born = marker_parts(marker)
-local B = load_bucket(KEYS[3], KEYS[5], KEYS[6], P, marker, born, now)
+local marker, gen, pe = ensure_marker(KEYS[1], KEYS[2], KEYS[4], now)
+local P = read_policy(KEYS[4], pe, KEYS[3])
+local aid = 'q|' .. ARGV[2]
+local want_b, want_r = tonumber(ARGV[3]), tonumber(ARGV[4])
+local ttl, margin = tonumber(ARGV[5]), tonumber(ARGV[6])
+local _, born = marker_parts(marker)
+local R = load_rec(KEYS[3], ARGV[1], marker, P, { 'v', 'x' })
+local B = load_bucket(R, P, marker, born, now)
 local leases = ctx_leases(B)
 local region_share = B.s + assigned_at(leases, now)
 local expiry = now + math.min(ttl + margin, P.D)
-local oid = 'q|' .. ARGV[18]
+local oid = 'q|' .. ARGV[7]
 local old = nil
-if ARGV[18] ~= '' and oid ~= aid then
+if ARGV[7] ~= '' and oid ~= aid then
   local l = leases[oid]
   if l and l.q and l.e > now and l.e <= expiry then old = l end
 end
@@ -127,7 +126,8 @@ if ok then
 end
 if not ok then
   store_bucket(B, P)
-  keep(KEYS[3], KEYS[4], KEYS[2], P, now, gen, B.xe, B.dg, B.de, true, false)
+  keep(R, P, now, gen)
+  flush(R)
   return { 0, '0', 0, now, now, fmt(region_share) }
 end
 local rate = math.min(want_r, P.R * q / U)
@@ -135,14 +135,15 @@ B.tk = B.tk - b
 if old then
   local m, dg = moved(q)
   old.q, old.g = old.q - m, old.g + dg
-  redis.call('HSET', KEYS[6], oid, fmt_assignment(old))
+  redis.call('HSET', B.kk, oid, fmt_assignment(old))
 end
 leases[aid] = { g = g, e = expiry, q = q, b = b }
-redis.call('HSET', KEYS[6], aid, fmt_assignment(leases[aid]))
+redis.call('HSET', B.kk, aid, fmt_assignment(leases[aid]))
 -- Every record in P:k ends by now + D: the key outlives them all. (Expired ones are pruned by the
 -- lease scripts; until then they count for nothing.)
-redis.call('PEXPIRE', KEYS[6], math.max(P.ttl, math.ceil(P.D / 1000) + 1000))
+redis.call('PEXPIRE', B.kk, math.max(P.ttl, math.ceil(P.D / 1000) + 1000))
 apply_share_change(B, P, now)
 store_bucket(B, P)
-keep(KEYS[3], KEYS[4], KEYS[2], P, now, gen, B.xe, B.dg, B.de, true, false)
+keep(R, P, now, gen)
+flush(R)
 return { b, fmt(rate), expiry - margin - now, expiry, now, fmt(region_share) }

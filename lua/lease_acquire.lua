@@ -6,24 +6,20 @@
 -- capacity) until released or expired; an expired lease counts as used (DESIGN §7, trap 5).
 -- The granted duration is capped at D and at the first instant where the share schedule would no
 -- longer back the lease (leases pin share, DESIGN §3): expiryUs says what was granted.
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
--- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
---       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 leaseId,
---       14 tokens, 15 durationUs, 16 releaseCount N, then N × (leaseId, used)
+-- KEYS: 1 gq:inc, 2 gq:dg, 3 P:b, 4 gq:pv
+-- ARGV: 1 region, 2 leaseId, 3 tokens, 4 durationUs, 5 releaseCount N, then N × (leaseId, used)
 -- Returns: {granted, expiryUs, nowUs, [returned (string) per released lease, in order]}
 local now = now_us()
-local P = read_policy(ARGV, 1)
-local lease_id, want, dur = ARGV[13], tonumber(ARGV[14]), math.min(tonumber(ARGV[15]), P.D)
-local nrel = tonumber(ARGV[16])
-local marker, gen = ensure_marker(KEYS[1], KEYS[8], now)
-local id, born = marker_parts(marker)
-local B = load_bucket(KEYS[3], KEYS[5], KEYS[6], P, marker, born, now)
+local marker, gen, pe = ensure_marker(KEYS[1], KEYS[2], KEYS[4], now)
+local P = read_policy(KEYS[4], pe, KEYS[3])
+local lease_id, want, dur = ARGV[2], tonumber(ARGV[3]), math.min(tonumber(ARGV[4]), P.D)
+local nrel = tonumber(ARGV[5])
+local _, born = marker_parts(marker)
+local R = load_rec(KEYS[3], ARGV[1], marker, P, { 'v', 'x' })
+local B = load_bucket(R, P, marker, born, now)
 local reply = { 0, 0, now }
-local counted = false
 for r = 1, nrel do
-  local back, c = release_lease(B, P, KEYS[6], KEYS[4], ARGV[1], id, ARGV[15 + 2 * r], tonumber(ARGV[16 + 2 * r]), now)
-  reply[3 + r] = fmt(back)
-  counted = counted or c
+  reply[3 + r] = fmt(release_lease(B, P, ARGV[4 + 2 * r], tonumber(ARGV[5 + 2 * r]), now))
 end
 local leases = ctx_leases(B)
 local granted = math.min(want, math.floor(B.tk))
@@ -44,30 +40,29 @@ if granted > 0 then
   end
   B.tk = B.tk - granted
   leases[lease_id] = { g = granted, e = expiry }
-  redis.call('HSET', KEYS[6], lease_id, fmt(granted) .. ':' .. fmt(expiry))
-  count(KEYS[4], 'p', ARGV[1], id, fmt(granted))
-  counted = true
+  redis.call('HSET', B.kk, lease_id, fmt(granted) .. ':' .. fmt(expiry))
+  count(R, 'p', granted)
 end
 -- The part of the request that could not be granted is unmet demand, counted
 -- like a denial so that re-weighting sees a region whose clients all lease.
 if want > granted then
-  count(KEYS[4], 'd', ARGV[1], id, fmt(want - granted))
-  counted = true
+  count(R, 'd', want - granted)
 end
 local maxe = 0
 for lid, l in pairs(leases) do
   if now >= l.e then
     leases[lid] = nil
-    redis.call('HDEL', KEYS[6], lid)
+    redis.call('HDEL', B.kk, lid)
   elseif l.e > maxe then
     maxe = l.e
   end
 end
 if maxe > 0 then
-  redis.call('PEXPIRE', KEYS[6], math.max(P.ttl, math.ceil((maxe - now) / 1000) + 1000))
+  redis.call('PEXPIRE', B.kk, math.max(P.ttl, math.ceil((maxe - now) / 1000) + 1000))
 end
 apply_share_change(B, P, now)
 store_bucket(B, P)
-keep(KEYS[3], KEYS[4], KEYS[2], P, now, gen, B.xe, B.dg, B.de, true, counted)
+keep(R, P, now, gen)
+flush(R)
 reply[1], reply[2] = granted, expiry
 return reply

@@ -4,17 +4,16 @@
 -- left would not back this region's outstanding in-process leases at some instant until they
 -- expire (leases pin share, DESIGN §3). The duration is capped at D. seq =
 -- max(now, last seq + 1), so it keeps increasing across a state loss. Settles first (trap 11).
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
--- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
---       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 borrower,
---       14 units, 15 durationUs
+-- KEYS: 1 gq:inc, 2 gq:dg, 3 P:b, 4 gq:pv
+-- ARGV: 1 region, 2 borrower, 3 units, 4 durationUs
 -- Returns: {ok 0|1, reason ('' | recovering | algorithm | units | floor | leased | self), units, deadlineUs,
 --           seq, nowUs}
 local now = now_us()
-local P = read_policy(ARGV, 1)
-local borrower, units, dur = ARGV[13], tonumber(ARGV[14]), math.min(tonumber(ARGV[15]), P.D)
-local marker = ensure_marker(KEYS[1], KEYS[8], now)
+local marker, _, pe = ensure_marker(KEYS[1], KEYS[2], KEYS[4], now)
+local P = read_policy(KEYS[4], pe, KEYS[3])
+local borrower, units, dur = ARGV[2], tonumber(ARGV[3]), math.min(tonumber(ARGV[4]), P.D)
 local _, born = marker_parts(marker)
+local kl = key_of(KEYS[3], 'l')
 local function refuse(reason)
   return { 0, reason, 0, 0, 0, now }
 end
@@ -22,7 +21,7 @@ if borrower == ARGV[1] then return refuse('self') end
 if now < rec_end(born, P) then return refuse('recovering') end
 if not P.rate_alg then return refuse('algorithm') end
 if not units or units <= 0 or units ~= math.floor(units) then return refuse('units') end
-local book = read_book(KEYS[5])
+local book = read_book(kl)
 local current = reserved_at(book.out[borrower], now, P.eps)
 local needed = units
 if current > needed then needed = current end
@@ -44,10 +43,11 @@ local held = book.out[borrower]
 local trial = staircase(held, units, now + dur)
 trial[#trial + 1] = { u = units, d = now + dur, s = 0 }
 book.out[borrower] = trial
-local backed = pins_hold(book, read_leases(KEYS[6]), P, rec_end(born, P), hold_end(born, P), now)
+local backed = pins_hold(book, read_leases(key_of(KEYS[3], 'k')), P, rec_end(born, P), hold_end(born, P), now)
 book.out[borrower] = held
 if not backed then return refuse('leased') end
-local B = load_bucket(KEYS[3], KEYS[5], KEYS[6], P, marker, born, now)
+local R = load_rec(KEYS[3], ARGV[1], marker, P, { 'v', 'x' })
+local B = load_bucket(R, P, marker, born, now)
 B.book = B.book or book
 book = B.book
 drop_lapsed(book, now, P.eps)
@@ -61,7 +61,8 @@ stair[#stair + 1] = loan
 book.out[borrower] = stair
 apply_share_change(B, P, now)
 store_bucket(B, P)
-touch(KEYS[3], KEYS[4], P)
-write_book(KEYS[5], book, P, now)
-mark_dirty(KEYS[2], P.member, P.ttl)
+touch(R, P)
+flush(R)
+write_book(kl, book, P, now)
+mark_dirty(KEYS[3], P)
 return { 1, '', units, loan.d, seq, now }

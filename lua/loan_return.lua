@@ -3,16 +3,16 @@
 -- (trap 12). Refused, writing nothing, when the share left would not back the outstanding in-process
 -- leases at some instant until they expire (leases pin share, DESIGN §3): they expire first, or
 -- the loan lapses; and refused while recovering (DESIGN §4). The caller makes a return durable (WAIT) and only then tells the lender.
--- KEYS: 1 gq:inc, 2 gq:dirty, 3 P:b, 4 P:c, 5 P:l, 6 P:k, 7 P:z, 8 gq:dg
--- ARGV: 1 region, 2 algorithm, 3 capacity, 4 refillPerSecond, 5 windowUs, 6 baseShare, 7 floorShare,
---       8 policyVersion, 9 epsilonUs, 10 loanDurationUs, 11 ttlMs, 12 dirtyMember, 13 lender
+-- KEYS: 1 gq:inc, 2 gq:dg, 3 P:b, 4 gq:pv
+-- ARGV: 1 region, 2 lender
 -- Returns: {returnedSeq (0: nothing returned), nowUs, reason ('' | pinned | recovering)}
 local now = now_us()
-local P = read_policy(ARGV, 1)
-local lender = ARGV[13]
-local marker = ensure_marker(KEYS[1], KEYS[8], now)
+local marker, _, pe = ensure_marker(KEYS[1], KEYS[2], KEYS[4], now)
+local P = read_policy(KEYS[4], pe, KEYS[3])
+local lender = ARGV[2]
 local _, born = marker_parts(marker)
-local book = read_book(KEYS[5])
+local kl = key_of(KEYS[3], 'l')
+local book = read_book(kl)
 local l = book.recv[lender]
 if not l or l.s <= (book.ret[lender] or 0) then return { 0, now, '' } end
 -- No early return while recovering: the wiped Redis no longer knows the leases its clients may
@@ -25,13 +25,14 @@ if P.rate_alg then
   -- in-process leases at some instant until they expire.
   local had = book.ret[lender]
   book.ret[lender] = l.s
-  local backed = pins_hold(book, read_leases(KEYS[6]), P, rec_end(born, P), hold_end(born, P), now)
+  local backed = pins_hold(book, read_leases(key_of(KEYS[3], 'k')), P, rec_end(born, P), hold_end(born, P), now)
   book.ret[lender] = had
   if not backed then return { 0, now, 'pinned' } end
 end
-local B
+local B, R
 if P.rate_alg then
-  B = load_bucket(KEYS[3], KEYS[5], KEYS[6], P, marker, born, now)
+  R = load_rec(KEYS[3], ARGV[1], marker, P, { 'v', 'x' })
+  B = load_bucket(R, P, marker, born, now)
   B.book = B.book or book
   book = B.book
 end
@@ -39,8 +40,9 @@ book.ret[lender] = l.s
 if B then
   apply_share_change(B, P, now)
   store_bucket(B, P)
-  touch(KEYS[3], KEYS[4], P)
+  touch(R, P)
+  flush(R)
 end
-write_book(KEYS[5], book, P, now)
-mark_dirty(KEYS[2], P.member, P.ttl)
+write_book(kl, book, P, now)
+mark_dirty(KEYS[3], P)
 return { l.s, now, '' }

@@ -41,6 +41,7 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 900_
     "degraded",
     "footprint",
     "rlqsPath",
+    "redisCost",
     "scale",
     "rows",
   ]) {
@@ -77,6 +78,7 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 900_
       steady: { proxies: { received: number }[]; errors: number };
       hot: { admittedEachSecond: number[]; errors: number };
     };
+    redisCost: { skipped: string; variants: Record<string, { decisions: number }> };
     scale: {
       steps: { setup: string; keys: number; churn: { rounds: number }; achievedPerRound: number }[];
     };
@@ -131,13 +133,24 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 900_
   for (const p of q.steady.proxies) expect(p.received).toBeGreaterThan(0);
   expect(q.hot.admittedEachSecond.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
   expect([q.steady.errors, q.hot.errors]).toEqual([0, 0]);
+  // Instructions per decision (callgrind): every variant counted, or a reason (no valgrind).
+  if (r.redisCost.skipped === "") {
+    expect(Object.keys(r.redisCost.variants)).toEqual([
+      "ceiling",
+      "checkAllowed",
+      "checkDenied",
+      "checkBatched",
+      "rlf",
+    ]);
+    for (const [v, f] of Object.entries(r.redisCost.variants)) expect(f.decisions, v).toBeGreaterThan(0);
+  } else expect(r.redisCost.skipped).toMatch(/valgrind/);
   // The scale section: the cluster and the lone region each ran rounds while their keys churned.
   expect(r.scale.steps.map((x) => x.setup)).toEqual(["cluster", "lone"]);
   for (const x of r.scale.steps) {
     expect(x.churn.rounds, `${x.setup} rounds`).toBeGreaterThan(0);
     expect(x.achievedPerRound, `${x.setup} checks`).toBeGreaterThan(0);
   }
-  expect(printed).toContain("12 scale");
+  expect(printed).toContain("13 scale");
   expect(printed).toContain("7 rls (gRPC) beside http");
   expect(printed).toContain("11 rlqs local bucket beside rls");
   expect(printed).toContain("10 peers, partition");

@@ -3,7 +3,7 @@
 -- with min(c, smallest headroom C_i − tokens seen at any instant in [t_a, now]) more tokens: once
 -- the bucket without it would have reached its capacity, the cap absorbed that refill.
 --
--- P:b's field `rf` keeps that function of t_a with bounded state: entries (t_j, m_j), oldest
+-- P:b's bucket record (`rf`, the tail of field `v`) keeps that function of t_a with bounded state: entries (t_j, m_j), oldest
 -- first, t and m both increasing; every admission at t_a ≤ t_j (and > t_{j−1}) has seen a
 -- headroom of at most m_j/1000 tokens since. Observations (rf_note): just before each event
 -- (at ts − 1, so the event's own admission is not covered by it), at the end of each settled
@@ -11,7 +11,7 @@
 -- after an event that lowered the headroom (a refund, a capacity clamp). Everything rounds
 -- towards a smaller credit: m is floored to milli-tokens, a merge keeps the smaller headroom over
 -- the longer range, a bucket rebuilt (new, other incarnation or policy) starts with a barrier
--- (headroom 0 before now). Encoding: `d1,m1,d2,m2,…` with d_j = ts − t_j (integral µs, exact).
+-- (headroom 0 before now). Stored in `v` as pairs d_j, m_j with d_j = ts − t_j (msgpack, exact).
 -- Mirrors @geoquota/core reference/refunds.ts operation for operation.
 
 -- At most RF_MAX entries: past it the two oldest merge (t2, m1).
@@ -24,28 +24,15 @@ local function rf_milli(h)
   return q
 end
 
--- Flat list t1, m1, t2, m2, … (absolute µs, milli-tokens) from the stored field and ts.
--- A bucket stored without the field (before it existed): nothing known before ts, a barrier there.
-local function rf_decode(str, ts)
-  if not str then return { ts, 0 } end
+-- Flat list t1, m1, t2, m2, … (absolute µs, milli-tokens) from P:b's `v` (lib/bucket.lua
+-- encode_v: the pairs (ts − t_j, m_j) from its 7th value on).
+local function rf_decode(v, ts)
   local L = {}
-  if str ~= '' then
-    local odd = true
-    for n in string.gmatch(str, '[^,]+') do
-      if odd then L[#L + 1] = ts - tonumber(n) else L[#L + 1] = tonumber(n) end
-      odd = not odd
-    end
+  for i = 7, #v, 2 do
+    L[#L + 1] = ts - v[i]
+    L[#L + 1] = v[i + 1]
   end
   return L
-end
-
-local function rf_encode(L, ts)
-  local parts = {}
-  for i = 1, #L, 2 do
-    parts[#parts + 1] = string.format('%d', ts - L[i])
-    parts[#parts + 1] = string.format('%d', L[i + 1])
-  end
-  return table.concat(parts, ',')
 end
 
 -- Headroom h at instant t: the entries it undercuts merge into one ending at the latest of them.

@@ -101,16 +101,12 @@ local function build_schedule(book, leases, P, rend, hold, from)
   return s0, o0, sx
 end
 
+-- P:b's field `x`: the schedule's later changes t1, s1, o1, … as msgpack (exact doubles).
 local function encode_sx(sx, from)
-  local parts = {}
-  for i = from, #sx do parts[#parts + 1] = fmt(sx[i]) end
-  return table.concat(parts, ',')
+  return cmsgpack.pack(unpack(sx, from))
 end
 
-local function decode_sx(str)
-  local sx = {}
-  if str and str ~= '' then
-    for n in string.gmatch(str, '[^,]+') do sx[#sx + 1] = tonumber(n) end
-  end
-  return sx
+local function decode_sx(x)
+  if not x then return {} end
+  return { cmsgpack.unpack(x) }
 end

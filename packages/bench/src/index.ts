@@ -6,6 +6,7 @@ export { describeMachine, type Machine } from "./machine.js";
 export { benchMemory, type MemoryResult, type MemoryRow } from "./memory.js";
 export { benchPeers, type PeerRun, type PeersResult, peersRows, type StartPeersCluster } from "./peers.js";
 export { ensurePeer, PEER_MODULES, type PeerBinary, type PeerName } from "./peers-build.js";
+export { benchRedisCost, type CostFigures, type RedisCostResult } from "./redis-cost.js";
 export { benchRedisPath, type PathFigures, type RedisPathResult } from "./redis-path.js";
 export {
   benchRlqsPath,

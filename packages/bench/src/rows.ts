@@ -6,6 +6,7 @@ import type { DegradedResult } from "./degraded.js";
 import type { FootprintResult, FootprintSample } from "./footprint.js";
 import type { LeasedPathResult } from "./leased-path.js";
 import type { MemoryResult } from "./memory.js";
+import type { RedisCostResult } from "./redis-cost.js";
 import type { RedisPathResult } from "./redis-path.js";
 import type { RlsPathResult } from "./rls-path.js";
 import type { SkewResult } from "./skew.js";
@@ -192,7 +193,7 @@ export function skewRows(k: SkewResult): Row[] {
 export function memoryRows(m: MemoryResult): Row[] {
   const s = "6 redis memory/key";
   return [
-    { section: s, metric: "RLF key (reference)", value: `${m.rlfKeyBytes} B`, target: "" },
+    { section: s, metric: `RLF key (reference), ${m.names}`, value: `${m.rlfKeyBytes} B`, target: "" },
     ...m.rows.map((r) => ({
       section: s,
       metric: `${r.algorithm}: ${Object.keys(r.keys).join(" + ")}`,
@@ -200,6 +201,20 @@ export function memoryRows(m: MemoryResult): Row[] {
       // Issue 24 point 5: a token-bucket key with its CRDT counters in 160 bytes.
       ...(r.algorithm === "token_bucket" ? { target: "≤ 160 B", met: r.totalBytes <= 160 } : { target: "" }),
     })),
+    {
+      section: s,
+      metric:
+        "token_bucket in a running region (10^6 own admissions, a drain); with 2 more regions' counters",
+      value: `${m.runningTokenBucketBytes} B; ${m.threeRegionsTokenBucketBytes} B`,
+      target: "≤ 160 B",
+      met: m.runningTokenBucketBytes <= 160,
+    },
+    {
+      section: s,
+      metric: "an idle key: its bytes until its TTL ends it; a policy version's entry per shard",
+      value: `ttl … 2·ttl = ${fmt.num(m.idleTtlSeconds, 2)} … ${fmt.num(2 * m.idleTtlSeconds, 2)} s after its last write; ${m.policyEntryBytes} B`,
+      target: "",
+    },
   ];
 }
 
@@ -309,4 +324,47 @@ export function footprintRows(f: FootprintResult): Row[] {
     );
   }
   return rows;
+}
+
+export function redisCostRows(c: RedisCostResult): Row[] {
+  const s = "12 redis instructions";
+  if (c.skipped !== "") return [{ section: s, metric: "skipped", value: c.skipped, target: "" }];
+  const names: Record<string, string> = {
+    ceiling: "ceiling (minimal script)",
+    checkAllowed: "store.check, admitted",
+    checkDenied: "store.check, denied",
+    checkBatched: `store.check batched (64 per call)`,
+    rlf: "RLF consume",
+  };
+  const rows: Row[] = Object.entries(c.variants).map(([v, f]) => ({
+    section: s,
+    metric: `${names[v] ?? v}: instructions per decision (script calls; commands inside)`,
+    value: `${fmt.int(f.instructionsPerDecision)} (${fmt.num(f.scriptCallsPerDecision, 2)}; ${fmt.num(f.innerCommandsPerDecision, 2)})`,
+    target: "",
+  }));
+  return [
+    ...rows,
+    // Issue 24 point 1: Redis CPU per decision ≤ 1.3× the ceiling's (instructions: the same ratio
+    // without the machine's load); point 2: batched ≥ 2× the one-call ceiling needs ≤ 0.5×.
+    {
+      section: s,
+      metric: "store.check ÷ ceiling (instructions per decision)",
+      value: fmt.ratio(c.allowedVsCeiling),
+      target: "≤ 1.30×",
+      met: c.allowedVsCeiling <= 1.3,
+    },
+    {
+      section: s,
+      metric: "batched ÷ one-call ceiling (instructions per decision)",
+      value: fmt.ratio(c.batchedVsCeiling),
+      target: "≤ 0.50×",
+      met: c.batchedVsCeiling <= 0.5,
+    },
+    {
+      section: s,
+      metric: "store.check ÷ RLF (instructions per decision)",
+      value: fmt.ratio(c.allowedVsRlf),
+      target: "",
+    },
+  ];
 }

@@ -12,6 +12,7 @@ import { benchLeasedPath, type LeasedPathResult } from "./leased-path.js";
 import { describeMachine, type Machine } from "./machine.js";
 import { benchMemory, type MemoryResult } from "./memory.js";
 import { benchPeers, type PeersResult, peersRows, type StartPeersCluster } from "./peers.js";
+import { benchRedisCost, type RedisCostResult } from "./redis-cost.js";
 import { benchRedisPath, type RedisPathResult } from "./redis-path.js";
 import { benchRlqsPath, type RlqsPathResult, rlqsRows, type StartRlqsCluster } from "./rlqs-path.js";
 import { benchRlsPath, type RlsPathResult } from "./rls-path.js";
@@ -22,6 +23,7 @@ import {
   httpRows,
   leasedRows,
   memoryRows,
+  redisCostRows,
   redisRows,
   rlsRows,
   skewRows,
@@ -44,7 +46,7 @@ export interface RunBenchOptions {
   readonly write: Write;
   /** The CLI's local-cluster orchestrator (injected: the bench package does not depend on the CLI). */
   readonly startCluster: StartPeersCluster & StartRlqsCluster & StartScaleCluster;
-  /** The CLI's lone region among in-process peers (section 12). */
+  /** The CLI's lone region among in-process peers (section 13). */
   readonly startLoneRegion: StartLoneRegion;
   /** Only these sections (SECTIONS names); absent or empty: all. */
   readonly sections?: readonly string[];
@@ -63,6 +65,7 @@ export const SECTIONS = [
   "footprint",
   "peers",
   "rlqs",
+  "redis-cost",
   "scale",
 ] as const;
 export type SectionName = (typeof SECTIONS)[number];
@@ -94,6 +97,7 @@ export interface BenchReport {
   readonly degraded?: DegradedResult;
   readonly footprint?: FootprintResult;
   readonly rlqsPath?: RlqsPathResult;
+  readonly redisCost?: RedisCostResult;
   readonly scale?: ScaleResult;
   readonly rows: Row[];
 }
@@ -162,7 +166,11 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
   const rlqsPath = await section("rlqs", "11 rlqs local bucket beside rls, assignments, a hot region", () =>
     withRedis((s) => benchRlqsPath(s, o.startCluster, { ...budget, runMs: o.smoke ? 1000 : 5000 })),
   );
-  const scale = await section("scale", "12 scale: a round's cost as keys grow (10 regions)", () =>
+  // Never fails the run: without valgrind it says so.
+  const redisCost = await section("redis-cost", "12 redis instructions per decision (callgrind)", () =>
+    benchRedisCost(budget),
+  );
+  const scale = await section("scale", "13 scale: a round's cost as keys grow (10 regions)", () =>
     benchScale(o.startCluster, o.startLoneRegion, budget),
   );
   const rows = [
@@ -177,6 +185,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(footprint ? footprintRows(footprint) : []),
     ...(peers ? peersRows(peers) : []),
     ...(rlqsPath ? rlqsRows(rlqsPath) : []),
+    ...(redisCost ? redisCostRows(redisCost) : []),
     ...(scale ? scaleRows(scale) : []),
   ];
   const report: BenchReport = {
@@ -195,6 +204,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(footprint ? { footprint } : {}),
     ...(peers ? { peers } : {}),
     ...(rlqsPath ? { rlqsPath } : {}),
+    ...(redisCost ? { redisCost } : {}),
     ...(scale ? { scale } : {}),
     rows,
   };

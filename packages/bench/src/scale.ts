@@ -1,4 +1,4 @@
-// Section 12 (issue 24 point 7): what one region's gossip costs per round as its key count
+// Section 13 (issue 24 point 7): what one region's gossip costs per round as its key count
 // grows, at 1% of the keys changing per round in every region. Two setups, both on loopback:
 //
 // - cluster: a local cluster of 10 regions (the CLI's orchestrator: a redis-server, limiter and
@@ -602,7 +602,7 @@ export async function benchScale(
 
 /** Table rows: per size, the churn figures (and the idle round's) of the median region. */
 export function scaleRows(s: ScaleResult): Row[] {
-  const section = "12 scale";
+  const section = "13 scale";
   const kb = (b: number) => `${(b / 1024).toFixed(1)} KB`;
   const rows: Row[] = [];
   for (const st of s.steps) {

@@ -146,7 +146,10 @@ export function buildProgram(): Command {
     .description("benchmarks side by side (ratios measured in one run)")
     .option("--smoke", "a few seconds per figure; for CI", false)
     .option("--out <file>", "JSON results path", "reports/bench.json")
-    .option("--section <names>", "only these sections, comma-separated: redis,http,leased,crdt,skew,memory")
+    .option(
+      "--section <names>",
+      "only these sections, comma-separated: redis,http,leased,crdt,skew,memory,rls,degraded,footprint,peers,rlqs,redis-cost,scale",
+    )
     .action(action(() => devOnly("@geoquota/bench", "bench").then(() => import("./commands/bench.js"))));
 
   const policy = program

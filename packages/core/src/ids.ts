@@ -1,7 +1,7 @@
 // The names every geoquota package shares, defined once (docs/internals.md,
 // "Key schema"): the characters a stored name may use and its length limit,
 // the quota key `tenant|resource`, a region's replica id
-// `<region>.<incarnation>` and the CRDT counter fields of `P:c`
+// `<region>.<incarnation>` and the CRDT counter fields (named fields of `P:b`)
 // (`p|<replica>`, `n|<replica>`, `d|<replica>`). The Lua writes the same
 // fields (lua/lib/keep.lua); the Redis package builds key names from these.
 // A name outside NAME_CHARS is stored as its keyed hash (hashKey).
@@ -60,11 +60,11 @@ export function regionOfReplica(replica: string): string {
   return dot <= 0 ? replica : replica.slice(0, dot);
 }
 
-/** The kinds of CRDT counter field in `P:c`: admitted (p), refunded or returned (n), denied (d). */
+/** The kinds of CRDT counter field: admitted (p), refunded or returned (n), denied (d). */
 export const COUNTER_KINDS = ["p", "n", "d"] as const;
 export type CounterKind = (typeof COUNTER_KINDS)[number];
 
-/** A `P:c` field: `<kind>|<replica>`. */
+/** A CRDT counter field: `<kind>|<replica>`. */
 export function counterFieldOf(kind: CounterKind, replica: string): string {
   return `${kind}${KEY_SEPARATOR}${replica}`;
 }

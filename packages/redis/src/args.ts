@@ -1,48 +1,23 @@
-// Builds the per-key KEYS and the policy part of ARGV shared by every per-key
-// script (lua/lib/core.lua read_policy), cached per policy object.
+// Builds the per-key KEYS shared by every per-key script (lua/lib/core.lua), cached per policy
+// object: the shard's marker and drain generation, the key's hash P:b, and the key's policy
+// version entry, whose name carries the policy (read_policy: the scripts take no policy arguments).
 import { bucketVersion, type KeyLimit, type KeyPolicy, type Timing } from "@geoquota/core";
 import { RedisStoreError } from "./errors.js";
-import { assertName, dirtyKey, dirtyMember, drainGenKey, keyNames, markerKey, shardOf } from "./keys.js";
+import { assertName, drainGenKey, keyNames, markerKey, policyKey, shardOf } from "./keys.js";
 
 /** The KEYS of every per-key script (specs.ts KEY_SCRIPT_KEYS), by name. */
-export type ScriptKeys = readonly [
-  inc: string,
-  dirty: string,
-  bucket: string,
-  counters: string,
-  loans: string,
-  leases: string,
-  log: string,
-  drainGen: string,
-];
-
-/** ARGV 2..12 of every per-key script (specs.ts POLICY_ARGV, lua/lib/core.lua read_policy), typed. */
-export type PolicyArgv = readonly [
-  algorithm: string,
-  capacity: string,
-  refillPerSecond: string,
-  windowUs: number,
-  baseShare: number,
-  floorShare: number,
-  policyVersion: string,
-  epsilonUs: number,
-  loanDurationUs: number,
-  ttlMs: number,
-  dirtyMember: string,
-];
+export type ScriptKeys = readonly [inc: string, drainGen: string, bucket: string, policy: string];
 
 /** check.lua's KEYS and ARGV but the cost (which each call appends: `checkCost`). */
-export type CheckHead = readonly [...ScriptKeys, region: string, ...PolicyArgv];
+export type CheckHead = readonly [...ScriptKeys, region: string];
 
 export interface KeyArgs {
-  /** gq:{s<k>}:inc, gq:{s<k>}:dirty, P:b, P:c, P:l, P:k, P:z, gq:{s<k>}:dg (k = the tenant's shard) */
+  /** gq:{s<k>}:inc, gq:{s<k>}:dg, P:b, gq:{s<k>}:pv:<version> (k = the tenant's shard) */
   readonly keys: ScriptKeys;
   /** The tenant's shard (keys.ts shardOf). */
   readonly shard: number;
-  /** The five per-key names (compound check). */
+  /** The key's names P:b, P:c (before issue 24), P:l, P:k, P:z (the scripts name all from P:b). */
   readonly itemKeys: readonly string[];
-  /** ARGV 2..12 (after the region). */
-  readonly policyArgv: PolicyArgv;
   readonly ttlMs: number;
 }
 
@@ -87,6 +62,22 @@ export function keyArgsBuilder(timing: Timing): (policy: KeyPolicy) => KeyArgs {
   return (policy) => keyArgs(policy, timing, cache);
 }
 
+/**
+ * The policy version of a key as its registry entry's name carries it (lua/lib/core.lua
+ * read_policy): the bucket fingerprint (@geoquota/core bucketVersion), the window µs, ε, D and the
+ * TTL, `|`-separated. Numbers are JavaScript's shortest round-trip text, which Lua's tonumber reads
+ * back to the same doubles.
+ */
+export function policyVersionOf(policy: KeyPolicy, timing: Timing): string {
+  return [
+    bucketVersion(keyLimit(policy), timing),
+    windowMs(policy) * 1000,
+    timing.epsilonUs,
+    timing.loanDurationUs,
+    ttlMs(policy, timing),
+  ].join("|");
+}
+
 function keyArgs(policy: KeyPolicy, timing: Timing, cache: WeakMap<KeyPolicy, KeyArgs>): KeyArgs {
   const hit = cache.get(policy);
   if (hit) return hit;
@@ -98,26 +89,11 @@ function keyArgs(policy: KeyPolicy, timing: Timing, cache: WeakMap<KeyPolicy, Ke
   }
   const item = keyNames(policy.tenant, policy.resource);
   const shard = shardOf(policy.tenant);
-  const ttl = ttlMs(policy, timing);
-  const [bucket, counters, loans, leases, log] = item;
   const out: KeyArgs = {
-    keys: [markerKey(shard), dirtyKey(shard), bucket, counters, loans, leases, log, drainGenKey(shard)],
+    keys: [markerKey(shard), drainGenKey(shard), item[0], policyKey(shard, policyVersionOf(policy, timing))],
     shard,
     itemKeys: item,
-    policyArgv: [
-      l.algorithm,
-      String(l.capacity),
-      String(l.refillPerSecond),
-      windowMs(policy) * 1000,
-      policy.baseShare,
-      policy.floorShare,
-      bucketVersion(keyLimit(policy), timing),
-      timing.epsilonUs,
-      timing.loanDurationUs,
-      ttl,
-      dirtyMember(policy.tenant, policy.resource),
-    ],
-    ttlMs: ttl,
+    ttlMs: ttlMs(policy, timing),
   };
   cache.set(policy, out);
   return out;
@@ -127,12 +103,12 @@ export function assertCost(cost: number): void {
   if (!Number.isFinite(cost) || cost < 0) throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `cost ${cost}`);
 }
 
-/** check.lua's head for one key: its KEYS, the region, the policy ARGV (joined once per policy). */
+/** check.lua's head for one key: its KEYS and the region (joined once per policy). */
 export function checkHead(a: KeyArgs, region: string): CheckHead {
-  return [...a.keys, region, ...a.policyArgv];
+  return [...a.keys, region];
 }
 
-/** check.lua's last argument (ARGV 13): a finite cost ≥ 0 (else GQ_ERR_BAD_ARGUMENT), as Lua reads it. */
+/** check.lua's last argument (ARGV 2): a finite cost ≥ 0 (else GQ_ERR_BAD_ARGUMENT), as Lua reads it. */
 export function checkCost(cost: number): string {
   assertCost(cost);
   return String(cost);

@@ -133,10 +133,8 @@ export function createCheckBatcher<D>(options: CheckBatching, deps: BatchDeps<D>
       const a = b.args[i] as KeyArgs;
       const ko = keysAt + KEYS_PER_ITEM * i;
       for (let j = 0; j < KEYS_PER_ITEM; j++) command[ko + j] = a.keys[j] as string;
-      const ao = argvAt + 2 + ARGV_PER_ITEM * i;
-      const p = a.policyArgv;
-      for (let j = 0; j < ARGV_PER_ITEM - 1; j++) command[ao + j] = p[j] as string | number;
-      command[ao + ARGV_PER_ITEM - 1] = String(b.costs[i]);
+      // Each item's one argument: its cost (the policy is read from its gq:pv key).
+      command[argvAt + 2 + ARGV_PER_ITEM * i] = String(b.costs[i]);
     }
     const ticket = issue?.((b.args[0] as KeyArgs).shard);
     let replies: readonly CheckReply[];

@@ -1,4 +1,5 @@
-// The CRDT counter fields of a key's counter hash (`P:c`, written by the Lua):
+// The CRDT counter fields of a key as inspect.lua reports them (lua/lib/keep.lua:
+// this region's own replica from P:b's record, the others P:b's named fields):
 // `p|<replica>` admitted cost, `n|<replica>` refunded or returned cost,
 // `d|<replica>` denied cost. The only TypeScript place that knows the
 // prefixes; everything above the Redis package reads and writes counters by kind.

@@ -13,7 +13,7 @@ import {
   dirtyKey,
   drainGenKey,
   isCluster,
-  parseCounterKey,
+  parseKeyName,
   parseDirtyMember,
   type RedisClient,
   shardOf,
@@ -71,7 +71,7 @@ export interface GossipStore {
   /** Pops up to `max` changed keys from the change feeds of all shards. */
   drainDirty(max: number): Promise<{ nowUs: number; keys: { tenant: string; resource: string }[] }>;
   /**
-   * One SCAN step over the keys' counter hashes (anti-entropy: keys no check
+   * One SCAN step over the keys' hashes (anti-entropy: keys no check
    * touched lately). `cursor` "0" starts and ends a sweep; on a Cluster it
    * walks the masters in turn.
    */
@@ -110,8 +110,11 @@ export interface GossipStoreOptions {
 
 const MAX_DRAIN = 10_000;
 
-/** Counter keys `gq:{s<k>}:<tenant>:<resource>:c` (keys.ts keyNames). */
-const COUNTER_KEY_PATTERN = "gq:{s*}:*:*:c";
+/**
+ * The keys holding counters: `gq:{s<k>}:<tenant>:<resource>:b`, and `…:c` of keys not converted
+ * since issue 24 (keys.ts keyNames); a key with both is listed once per step.
+ */
+const COUNTER_KEY_PATTERN = "gq:{s*}:*:*:[bc]";
 
 /**
  * One SCAN step. On a Cluster the cursor walks the masters in turn:
@@ -255,9 +258,13 @@ export function createGossipStore(options: GossipStoreOptions): GossipStore {
     async sweepKeys(cursor, count) {
       const [next, names] = await scanStep(redis, cursor, count);
       const keys: { tenant: string; resource: string }[] = [];
+      const seen = new Set<string>();
       for (const n of names) {
-        const k = parseCounterKey(n);
-        if (k) keys.push(k);
+        const k = parseKeyName(n);
+        if (k && !seen.has(n.slice(0, -1))) {
+          seen.add(n.slice(0, -1));
+          keys.push(k);
+        }
       }
       return { cursor: next, keys };
     },

@@ -57,6 +57,19 @@ export function drainGenKey(shard: number): string {
   return `gq:${shardTag(shard)}:dg`;
 }
 
+/**
+ * A key's policy version entry in its shard (lua/lib/core.lua read_policy): `version` is
+ * args.ts policyVersionOf's text. The entries and their index gq:{s<k>}:pvn have no TTL: one per
+ * policy version used in the shard.
+ */
+export function policyKey(shard: number, version: string): string {
+  return `gq:${shardTag(shard)}:pv:${version}`;
+}
+/** The shard's index of policy versions by number (`#`: the last number). */
+export function policyIndexKey(shard: number): string {
+  return `gq:${shardTag(shard)}:pvn`;
+}
+
 /** 0 … SHARDS − 1. */
 export const ALL_SHARDS: readonly number[] = Array.from({ length: SHARDS }, (_, i) => i);
 
@@ -65,18 +78,24 @@ export function assertName(kind: string, value: string): void {
     throw new RedisStoreError("GQ_ERR_BAD_NAME", `${kind} ${JSON.stringify(value)}`);
 }
 
-/** P:b, P:c, P:l, P:k, P:z of one (tenant, resource), in script KEYS order. */
+/**
+ * P:b, P:c, P:l, P:k, P:z of one (tenant, resource). P:b holds the key's state and counters; P:c
+ * (the counters before issue 24) is read once by the scripts, which fold it into P:b.
+ */
 export function keyNames(tenant: string, resource: string): [string, string, string, string, string] {
   const p = `gq:${shardTag(shardOf(tenant))}:${tenant}:${resource}`;
   return [`${p}:b`, `${p}:c`, `${p}:l`, `${p}:k`, `${p}:z`];
 }
 
 const NAME_PART = `([${NAME_CHARS}]{1,128})`;
-const COUNTER_KEY = new RegExp(`^gq:\\{s(\\d{1,3})\\}:${NAME_PART}:${NAME_PART}:c$`);
+const KEY_HASH = new RegExp(`^gq:\\{s(\\d{1,3})\\}:${NAME_PART}:${NAME_PART}:[bc]$`);
 
-/** `gq:{s<k>}:<tenant>:<resource>:c` → tenant and resource, or undefined for another key. */
-export function parseCounterKey(name: string): { tenant: string; resource: string } | undefined {
-  const m = COUNTER_KEY.exec(name);
+/**
+ * `gq:{s<k>}:<tenant>:<resource>:b` (the key's hash, its counters inside) or `…:c` (its counters
+ * before issue 24) → tenant and resource, or undefined for another key.
+ */
+export function parseKeyName(name: string): { tenant: string; resource: string } | undefined {
+  const m = KEY_HASH.exec(name);
   if (!m || shardOf(m[2] as string) !== Number(m[1])) return undefined;
   return { tenant: m[2] as string, resource: m[3] as string };
 }

@@ -3,10 +3,10 @@
 // against the headers). The builders lay out arguments only; the callers (store.ts, gossip.ts,
 // replication.ts) validate them first. check.lua's head and cost are args.ts checkHead/checkCost
 // (joined once per policy); check_batch.lua's command is batch.ts's, from heads checked once.
-import type { KeyArgs, PolicyArgv, ScriptKeys } from "./args.js";
+import type { KeyArgs, ScriptKeys } from "./args.js";
 
-/** ARGV 1..12 of every per-key script: the region, then the policy (args.ts PolicyArgv). */
-export type KeyHeadArgv = readonly [region: string, ...PolicyArgv];
+/** ARGV 1 of every per-key script: the region (the policy is read from gq:pv, args.ts). */
+export type KeyHeadArgv = readonly [region: string];
 
 /** One call's KEYS and ARGV. */
 export interface ScriptCall<K extends readonly string[], A extends readonly (string | number)[]> {
@@ -23,10 +23,10 @@ export type LoanMergeLoanArgv = readonly [lender: string, units: number, deadlin
 /** The script calls the store, the gossip store and the region setup send, by script name. */
 export interface ScriptArgs {
   readonly refund: ScriptCall<
-    readonly [...ScriptKeys, refunded: string],
+    ScriptKeys,
     readonly [...KeyHeadArgv, cost: string, receiptId: string, admittedUs: number, expiresUs: number]
   >;
-  /** Per item its 8 KEYS, its policy ARGV and cost; then, when any item has one, each item's need. */
+  /** Per item its 4 KEYS and its cost; then, when any item has one, each item's need. */
   readonly checkCompound: ScriptCall<
     readonly string[],
     readonly [region: string, itemCount: number, ...items: (string | number)[]]
@@ -84,18 +84,17 @@ export interface ScriptArgs {
 /** The script names with a typed call here (check and check_batch are prepared: scripts.ts). */
 export type TypedScriptName = keyof ScriptArgs;
 
-const head = (a: KeyArgs, region: string): KeyHeadArgv => [region, ...a.policyArgv];
+const head = (region: string): KeyHeadArgv => [region];
 
 export function refundArgs(
   a: KeyArgs,
   region: string,
-  refundedKey: string,
   cost: number,
   receipt: { readonly id: string; readonly admittedUs: number; readonly expiresUs: number },
 ): ScriptArgs["refund"] {
   return {
-    keys: [...a.keys, refundedKey],
-    argv: [...head(a, region), String(cost), receipt.id, receipt.admittedUs, receipt.expiresUs],
+    keys: a.keys,
+    argv: [...head(region), String(cost), receipt.id, receipt.admittedUs, receipt.expiresUs],
   };
 }
 
@@ -114,7 +113,7 @@ export function checkCompoundArgs(
   const rest: (string | number)[] = [];
   for (const it of items) {
     keys.push(...it.args.keys);
-    rest.push(...it.args.policyArgv, String(it.cost));
+    rest.push(String(it.cost));
   }
   // Needs follow the items only when some item has one; absent, every item needs its cost.
   if (items.some((it) => it.need !== undefined))
@@ -133,7 +132,7 @@ export function leaseAcquireArgs(
   const released = releases.flatMap((r): LeaseReleaseArgv => [r.leaseId, String(r.used)]);
   return {
     keys: a.keys,
-    argv: [...head(a, region), leaseId, tokens, durationUs, releases.length, ...released],
+    argv: [...head(region), leaseId, tokens, durationUs, releases.length, ...released],
   };
 }
 
@@ -143,7 +142,7 @@ export function leaseReleaseArgs(
   leaseId: string,
   used: number,
 ): ScriptArgs["leaseRelease"] {
-  return { keys: a.keys, argv: [...head(a, region), leaseId, String(used)] };
+  return { keys: a.keys, argv: [...head(region), leaseId, String(used)] };
 }
 
 /**
@@ -162,7 +161,7 @@ export function assignReserveArgs(
 ): ScriptArgs["assignReserve"] {
   return {
     keys: a.keys,
-    argv: [...head(a, region), assignmentId, burst, String(rate), ttlUs, marginUs, supersedes],
+    argv: [...head(region), assignmentId, burst, String(rate), ttlUs, marginUs, supersedes],
   };
 }
 
@@ -173,7 +172,7 @@ export function assignUsageArgs(
   allowed: number,
   denied: number,
 ): ScriptArgs["assignUsage"] {
-  return { keys: a.keys, argv: [...head(a, region), String(allowed), String(denied)] };
+  return { keys: a.keys, argv: [...head(region), String(allowed), String(denied)] };
 }
 
 export function loanGrantArgs(
@@ -183,7 +182,7 @@ export function loanGrantArgs(
   units: number,
   durationUs: number,
 ): ScriptArgs["loanGrant"] {
-  return { keys: a.keys, argv: [...head(a, region), borrower, units, durationUs] };
+  return { keys: a.keys, argv: [...head(region), borrower, units, durationUs] };
 }
 
 export function loanMergeArgs(
@@ -201,12 +200,12 @@ export function loanMergeArgs(
   const counterArgv = counters.flatMap(([f, v]) => [f, String(v)]);
   return {
     keys: a.keys,
-    argv: [...head(a, region), loans.length, ...loanArgv, counters.length, ...counterArgv],
+    argv: [...head(region), loans.length, ...loanArgv, counters.length, ...counterArgv],
   };
 }
 
 export function loanReturnArgs(a: KeyArgs, region: string, lender: string): ScriptArgs["loanReturn"] {
-  return { keys: a.keys, argv: [...head(a, region), lender] };
+  return { keys: a.keys, argv: [...head(region), lender] };
 }
 
 export function loanReturnReceivedArgs(
@@ -215,12 +214,12 @@ export function loanReturnReceivedArgs(
   borrower: string,
   seq: number,
 ): ScriptArgs["loanReturnReceived"] {
-  return { keys: a.keys, argv: [...head(a, region), borrower, seq] };
+  return { keys: a.keys, argv: [...head(region), borrower, seq] };
 }
 
 /** inspect.lua and reset.lua take the per-key head only. */
 export function keyHeadArgs(a: KeyArgs, region: string): ScriptArgs["inspect"] & ScriptArgs["reset"] {
-  return { keys: a.keys, argv: head(a, region) };
+  return { keys: a.keys, argv: head(region) };
 }
 
 /** `feeds`: per shard, its change feed and drain generation keys, flattened. */

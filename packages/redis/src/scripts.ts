@@ -6,6 +6,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { RedisStoreError } from "./errors.js";
 import { parseHeader } from "./header.js";
 import type { RedisClient } from "./keys.js";
+import { unpackDoubles } from "./packed.js";
 import { DECODERS, type ScriptReplies } from "./replies.js";
 import type { ScriptArgs, TypedScriptName } from "./script-args.js";
 import { SCRIPTS, type ScriptName, type ScriptSpec } from "./specs.js";
@@ -136,6 +137,24 @@ type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 const COMMAND_PREFIX = "gq_";
 
+/**
+ * The command of a script on `redis`: ioredis' `…Buffer` variant for a packed reply (a string of
+ * packed doubles must not be decoded as UTF-8).
+ */
+function commandOf(redis: RedisClient, name: ScriptName): ScriptFn | undefined {
+  const spec: ScriptSpec = SCRIPTS[name];
+  const cmd = COMMAND_PREFIX + name + (spec.packedReply ? "Buffer" : "");
+  return (redis as unknown as Record<string, ScriptFn>)[cmd];
+}
+
+/** A script's reply → its interface (replies.ts); a reply of another shape is GQ_ERR_SCRIPT_REPLY. */
+function decodeReply<N extends ScriptName>(name: N, reply: unknown): ScriptReplies[N] {
+  const spec: ScriptSpec = SCRIPTS[name];
+  if (spec.packedReply && Buffer.isBuffer(reply)) return DECODERS[name](unpackDoubles(reply));
+  if (!spec.packedReply && Array.isArray(reply)) return DECODERS[name](reply);
+  throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
+}
+
 /** Defines every script on `redis` (idempotent) and returns a caller checking arities. */
 export function bindScripts(redis: RedisClient): ScriptCaller {
   const target = redis as unknown as Record<string, unknown>;
@@ -171,12 +190,11 @@ export class ScriptCaller {
     tailArgs: number,
   ): { call: PreparedCall<N>; checkHead: (keys: number, argv: number) => void } {
     const spec: ScriptSpec = SCRIPTS[name];
-    const fn = (this.redis as unknown as Record<string, ScriptFn>)[COMMAND_PREFIX + name];
+    const fn = commandOf(this.redis, name);
     if (fn === undefined || spec.itemKeys !== undefined || "variadicArgv" in spec) {
       throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name}: not a fixed-arity script`);
     }
     const redis = this.redis;
-    const decode = DECODERS[name];
     return {
       checkHead: (keys, argv) => {
         if (keys !== spec.keys.length || argv + tailArgs !== spec.argv.length) {
@@ -187,10 +205,7 @@ export class ScriptCaller {
         if (tail.length !== tailArgs) {
           throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name}: ${tail.length} trailing args`);
         }
-        const reply = await fn.call(redis, ...head, ...tail);
-        if (!Array.isArray(reply))
-          throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
-        return decode(reply);
+        return decodeReply(name, await fn.call(redis, ...head, ...tail));
       },
     };
   }
@@ -204,18 +219,12 @@ export class ScriptCaller {
     name: N,
   ): (command: readonly (string | number)[]) => Promise<ScriptReplies[N]> {
     const spec: ScriptSpec = SCRIPTS[name];
-    const fn = (this.redis as unknown as Record<string, ScriptFn>)[COMMAND_PREFIX + name];
+    const fn = commandOf(this.redis, name);
     if (fn === undefined || spec.itemKeys === undefined) {
       throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name}: not an item script`);
     }
     const redis = this.redis;
-    const decode = DECODERS[name];
-    return async (command) => {
-      const reply = await fn.apply(redis, command as (string | number)[]);
-      if (!Array.isArray(reply))
-        throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
-      return decode(reply);
-    };
+    return async (command) => decodeReply(name, await fn.apply(redis, command as (string | number)[]));
   }
 
   /** Runs a script with arguments from its typed builder (script-args.ts): the source's way in. */
@@ -234,7 +243,7 @@ export class ScriptCaller {
     argv: readonly (string | number)[],
   ): Promise<ScriptReplies[N]> {
     const spec: ScriptSpec = SCRIPTS[name];
-    const fn = (this.redis as unknown as Record<string, ScriptFn>)[COMMAND_PREFIX + name];
+    const fn = commandOf(this.redis, name);
     if (fn === undefined) throw new RedisStoreError("GQ_ERR_SCRIPT_HEADER", `${name} not defined`);
     let reply: unknown;
     if (spec.itemKeys !== undefined) {
@@ -259,7 +268,6 @@ export class ScriptCaller {
       }
       reply = await fn.call(this.redis, ...keys, ...argv);
     }
-    if (!Array.isArray(reply)) throw new RedisStoreError("GQ_ERR_SCRIPT_REPLY", `${name}: ${String(reply)}`);
-    return DECODERS[name](reply);
+    return decodeReply(name, reply);
   }
 }

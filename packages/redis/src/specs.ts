@@ -3,24 +3,11 @@
 // time and in a test, so the bindings cannot drift from the scripts.
 
 /**
- * Per-key scripts: the 8 keys and the 12 leading arguments they all share.
- * `gq:inc`, `gq:dirty`, `gq:dg`, `gq:rid` name the tenant's shard keys
- * (`gq:{s<k>}:inc`, …, keys.ts): all KEYS of one call share one hash tag.
+ * Per-key scripts: the 4 keys they all share (lua/lib/core.lua). `gq:inc`, `gq:dg`, `gq:pv` name
+ * the tenant's shard keys (`gq:{s<k>}:inc`, `gq:{s<k>}:dg`, `gq:{s<k>}:pv:<version>`, keys.ts):
+ * all KEYS of one call share one hash tag; the scripts name the key's other keys from P:b.
  */
-export const KEY_SCRIPT_KEYS = ["gq:inc", "gq:dirty", "P:b", "P:c", "P:l", "P:k", "P:z", "gq:dg"] as const;
-export const POLICY_ARGV = [
-  "algorithm",
-  "capacity",
-  "refillPerSecond",
-  "windowUs",
-  "baseShare",
-  "floorShare",
-  "policyVersion",
-  "epsilonUs",
-  "loanDurationUs",
-  "ttlMs",
-  "dirtyMember",
-] as const;
+export const KEY_SCRIPT_KEYS = ["gq:inc", "gq:dg", "P:b", "gq:pv"] as const;
 
 export interface ScriptSpec {
   readonly file: string;
@@ -35,27 +22,25 @@ export interface ScriptSpec {
   readonly itemTail?: string;
   /** Further arguments follow the fixed ones in a script-specific layout (loan_merge, lease_acquire). */
   readonly variadicArgv?: true;
+  /** The reply is one string of packed doubles (packed.ts), not a table: the hot path's. */
+  readonly packedReply?: true;
 }
 
 const keyScript = (file: string, extra: readonly string[]): ScriptSpec => ({
   file,
   keys: KEY_SCRIPT_KEYS,
-  argv: ["region", ...POLICY_ARGV, ...extra],
+  argv: ["region", ...extra],
 });
 
 export const SCRIPTS = {
-  check: keyScript("check.lua", ["cost"]),
-  refund: {
-    file: "refund.lua",
-    keys: [...KEY_SCRIPT_KEYS, "P:f"],
-    argv: ["region", ...POLICY_ARGV, "cost", "receiptId", "admittedUs", "expiresUs"],
-  },
+  check: { ...keyScript("check.lua", ["cost"]), packedReply: true },
+  refund: keyScript("refund.lua", ["cost", "receiptId", "admittedUs", "expiresUs"]),
   checkCompound: {
     file: "check_compound.lua",
     keys: [],
     argv: ["region", "itemCount"],
     itemKeys: KEY_SCRIPT_KEYS,
-    itemArgv: [...POLICY_ARGV, "cost"],
+    itemArgv: ["cost"],
     itemTail: "need",
   },
   checkBatch: {
@@ -63,7 +48,8 @@ export const SCRIPTS = {
     keys: [],
     argv: ["region", "itemCount"],
     itemKeys: KEY_SCRIPT_KEYS,
-    itemArgv: [...POLICY_ARGV, "cost"],
+    itemArgv: ["cost"],
+    packedReply: true,
   },
   leaseAcquire: {
     ...keyScript("lease_acquire.lua", ["leaseId", "tokens", "durationUs", "releaseCount"]),

@@ -30,7 +30,7 @@ import {
 } from "./args.js";
 import { parseLoan } from "./decode.js";
 import { RedisStoreError } from "./errors.js";
-import { assertName, isCluster, type RedisClient, refundedReceiptsKey, WAKE_CHANNEL } from "./keys.js";
+import { assertName, isCluster, type RedisClient, WAKE_CHANNEL } from "./keys.js";
 import type { DecisionReply, InspectReply } from "./replies.js";
 import { type Certifier, createCertifier, type Ticket } from "./certificate.js";
 import { bindScripts, type ScriptCaller } from "./scripts.js";
@@ -234,7 +234,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       ? durableGate(createCertifier(redis, { replicas, timeoutMs: options.durability?.timeoutMs ?? 50 }))
       : undefined;
 
-  // check's KEYS + region + policy ARGV, joined once per policy object (the limiter keeps one
+  // check's KEYS + region, joined once per policy object (the limiter keeps one
   // object per key and policy version), arity checked then; each call appends the cost.
   const checkCall = scripts.prepare("check", 1);
   const checkHeads = new WeakMap<KeyPolicy, { head: CheckHead; shard: number }>();
@@ -242,7 +242,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
     let h = checkHeads.get(policy);
     if (h === undefined) {
       const a = args(policy);
-      checkCall.checkHead(a.keys.length, 1 + a.policyArgv.length);
+      checkCall.checkHead(a.keys.length, 1);
       h = { head: buildCheckHead(a, region), shard: a.shard };
       checkHeads.set(policy, h);
     }
@@ -325,8 +325,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisRegionStore {
       if (!ok || !Number.isSafeInteger(expiresUs)) {
         throw new RedisStoreError("GQ_ERR_BAD_ARGUMENT", `refund receipt ${JSON.stringify(receipt)}`);
       }
-      const refunded = refundedReceiptsKey(policy.tenant, policy.resource);
-      const r = await scripts.run("refund", refundArgs(args(policy), region, refunded, cost, receipt));
+      const r = await scripts.run("refund", refundArgs(args(policy), region, cost, receipt));
       const { status, nowUs } = r;
       if (status !== 1) {
         const reason = REFUND_REFUSALS[status];

@@ -11,9 +11,12 @@
 // (C, r, base, floor; the algorithm stays) and read-only inspects.
 // Every script returns the Redis TIME it used; the model replays the same
 // operation at that instant. After every step the reply and the whole key
-// state (every field of P:b, P:c, P:l, P:k and P:z of every key, and the shard
-// marker) must be equal — exactly, no tolerance (the Lua mirrors the model's
-// arithmetic operation for operation).
+// state (every field of P:b — the bucket, window, log sequence, own and named
+// counters —, P:l, P:k and P:z of every key, and the shard marker) must be
+// equal — exactly, no tolerance (the Lua mirrors the model's arithmetic
+// operation for operation). State of another incarnation is left out on both
+// sides (no loader reads it: the scripts drop it, the model's is stale), and a
+// counter at 0 is no counter.
 //
 // The sequences must contain multi-piece settles where a piece's clamp binds
 // (DESIGN trap 10); the test counts them, including those where clamping only
@@ -35,7 +38,7 @@ import {
   keyArgsBuilder,
   keyLimit,
   markerKey,
-  refundedReceiptsKey,
+  policyIndexKey,
   replidKey,
   type ScriptCaller,
   shardOf,
@@ -492,78 +495,157 @@ interface KeyDump {
   z: [string, number][];
 }
 
-/** P:b bookkeeping of lua/lib/keep.lua keep(): never modelled (it decides nothing). */
-const BOOKKEEPING = new Set(["xe", "dg", "de"]);
-const STRING_FIELDS = new Set(["inc", "pv"]);
-
 const nums = (s: string): number[] => (s === "" ? [] : s.split(/[,:]/).map(Number));
+
+/**
+ * P:b as text (lua/lib/keep.lua layout): its msgpack fields c, v, x, w, q decoded by Redis's own
+ * cmsgpack (numbers %.17g, strings `s:`-prefixed, comma-joined; v's policy number replaced by the
+ * fingerprint its gq:pvn entry holds, its share by the share: s − base + base), every other field
+ * (the named counters) as stored.
+ */
+const DUMP_HASH = `
+local out = {}
+local raw = redis.call('HGETALL', KEYS[1])
+for i = 1, #raw, 2 do
+  local f, v = raw[i], raw[i + 1]
+  if f == 'c' or f == 'v' or f == 'x' or f == 'w' or f == 'q' then
+    local t = { cmsgpack.unpack(v) }
+    if f == 'v' then
+      -- The version's fingerprint and base share (v holds s − base).
+      local pv, base = t[1], nil
+      if type(pv) == 'number' then
+        local e = redis.call('HGET', KEYS[2], pv)
+        if e then
+          pv, base = select(11, cmsgpack.unpack(e)), select(6, cmsgpack.unpack(e))
+        else
+          pv = '?' .. pv
+        end
+      else
+        base = tonumber(string.match(pv, '^[^:]+:[^:]+:[^:]+:[^:]+:([^:]+):'))
+      end
+      t[1], t[4] = pv, t[4] + (base or 0 / 0)
+    end
+    local s = {}
+    for j = 1, #t do
+      local x = t[j]
+      if type(x) == 'number' then s[j] = string.format('%.17g', x)
+      elseif type(x) == 'string' then s[j] = 's:' .. x
+      else s[j] = tostring(x) end
+    end
+    v = table.concat(s, ',')
+  end
+  out[#out + 1], out[#out + 2] = f, v
+end
+return out`;
+
+/** An incarnation tag (lua/lib/core.lua tag_of) stands for `marker`. */
+function tagIs(tag: string, marker: string | null): boolean {
+  if (tag.startsWith("s:")) return tag.slice(2) === marker;
+  const t = Number(tag);
+  return (t >= 0 ? `${t}:${t}` : `${-t}:0`) === marker;
+}
+
+/** The replica id of incarnation tag `tag` in `region` (lua/lib/keep.lua replica_field). */
+function tagReplica(region: string, tag: string): string {
+  if (tag.startsWith("s:")) return `${region}.${tag.slice(2, tag.indexOf(":", 2))}`;
+  return `${region}.${Math.abs(Number(tag))}`;
+}
 
 async function redisDumps(
   r: Region,
   shard: number,
 ): Promise<{ marker: string | null; keys: Map<string, KeyDump> }> {
+  // One MULTI for the marker and every key (each step's comparison is one round trip: the
+  // sequences' loans and assignments last milliseconds).
   const m = r.redis.multi().get(markerKey(shard));
   const resources = [...r.keys.keys()];
   for (const resource of resources) {
-    const [kb, kc, kl, kk, kz] = args(r.policies.get(resource) as KeyPolicy).itemKeys as string[];
-    m.hgetall(kb as string)
-      .hgetall(kc as string)
+    const [kb, , kl, kk, kz] = args(r.policies.get(resource) as KeyPolicy).itemKeys as string[];
+    m.eval(DUMP_HASH, 2, kb as string, policyIndexKey(shard))
       .hgetall(kl as string)
       .hgetall(kk as string)
       .zrange(kz as string, "0", "-1", "WITHSCORES");
   }
-  // The model has no expiry: the keys' TTLs (lua/lib/keep.lua keep(), never a decision)
-  // are removed so that a long sequence compares state, not expiry.
+  // The model has no expiry: the keys' TTLs (lua/lib/keep.lua keep(), never a decision) are
+  // removed so that a long sequence compares state, not expiry.
   for (const resource of resources) {
     for (const k of args(r.policies.get(resource) as KeyPolicy).itemKeys) m.persist(k);
   }
   const res = ((await m.exec()) as [Error | null, unknown][]).map((x) => x[1]);
+  const marker = res[0] as string | null;
   const keys = new Map<string, KeyDump>();
   resources.forEach((resource, i) => {
-    const [b, c, l, k] = res.slice(1 + 5 * i, 5 + 5 * i) as Record<string, string>[];
-    const z = res[5 + 5 * i] as string[];
+    const [b, l, k, z] = res.slice(1 + 4 * i, 5 + 4 * i) as [
+      string[],
+      Record<string, string>,
+      Record<string, string>,
+      string[],
+    ];
+    const hash: Record<string, string> = {};
+    for (let j = 0; j < b.length; j += 2) hash[b[j] as string] = b[j + 1] as string;
     const dump: KeyDump = { b: {}, c: {}, l: {}, k: {}, z: [] };
-    for (const [f, v] of Object.entries(b ?? {})) {
-      if (BOOKKEEPING.has(f)) continue;
-      dump.b[f] = STRING_FIELDS.has(f) ? v : f === "sx" || f === "rf" ? nums(v) : Number(v);
+    // The record c = T, p, n, d, bk, dg: the own counters are replica <region>.<id of T>'s; the
+    // state fields and the log are T's, compared only while T is the marker's (state of another
+    // incarnation is never read: every loader treats it as missing, and the model's is stale).
+    const rec = hash.c?.split(",") ?? [];
+    const tag = rec[0];
+    const current = tag !== undefined && tagIs(tag, marker);
+    if (tag !== undefined) {
+      for (const [j, kind] of ["p", "n", "d"].entries())
+        dump.c[`${kind}|${tagReplica(r.name, tag)}`] = Number(rec[j + 1]);
     }
-    for (const [f, v] of Object.entries(c ?? {})) dump.c[f] = Number(v);
+    for (const [f, v] of Object.entries(hash)) if (f[1] === "|") dump.c[f] = Number(v);
+    for (const [f, v] of Object.entries(dump.c)) if (v === 0) delete dump.c[f];
+    if (current && hash.v !== undefined) {
+      const [pv, value, ts, sh, o, sx1, ...rf] = hash.v.split(",") as string[];
+      dump.b.value = Number(value);
+      dump.b.ts = Number(ts);
+      dump.b.s = Number(sh);
+      dump.b.o = Number(o);
+      dump.b.sx = Number(sx1) === 0 ? [] : nums(hash.x ?? "");
+      dump.b.pv = (pv as string).slice(2);
+      dump.b.rf = rf.map(Number);
+    }
+    if (current && hash.w !== undefined) {
+      const [w, n, pn] = nums(hash.w);
+      Object.assign(dump.b, { w, n, pn });
+    }
+    if (hash.q !== undefined) dump.b.q = Number(hash.q);
     for (const [f, v] of Object.entries(l ?? {})) {
       if (f === "sq" || f.startsWith("r|")) dump.l[f] = Number(v);
       else dump.l[f] = nums(v);
     }
     if (dump.l.sq === 0) delete dump.l.sq;
     for (const [f, v] of Object.entries(k ?? {})) dump.k[f] = nums(v);
-    for (let j = 0; j < z.length; j += 2) dump.z.push([z[j] as string, Number(z[j + 1])]);
+    if (current) for (let j = 0; j < z.length; j += 2) dump.z.push([z[j] as string, Number(z[j + 1])]);
     keys.set(resource, dump);
   });
-  return { marker: res[0] as string | null, keys };
+  return { marker, keys };
 }
 
-function modelDump(key: lease.KeyState, limit: lease.KeyLimit): KeyDump {
+/** The model's key as redisDumps shows the Redis one: state of another incarnation left out. */
+function modelDump(key: lease.KeyState, marker: string | undefined): KeyDump {
   const dump: KeyDump = { b: {}, c: {}, l: {}, k: {}, z: [] };
   const b = key.bucket;
-  if (b !== undefined) {
-    dump.b[limit.algorithm === "gcra" ? "ta" : "tk"] = b.value;
+  if (b !== undefined && b.inc === marker) {
+    dump.b.value = b.value;
     dump.b.ts = b.tsUs;
     dump.b.s = b.schedule.share;
     dump.b.o = b.schedule.outstanding;
     dump.b.sx = b.schedule.next.flatMap((p) => [p.atUs, p.share, p.outstanding]);
-    dump.b.inc = b.inc;
     dump.b.pv = b.pv;
-    // `rf` is stored relative to ts (lib/refunds.lua rf_encode).
+    // `rf` is stored relative to ts (lib/bucket.lua encode_v).
     dump.b.rf = b.refunds.map((x, i) => (i % 2 === 0 ? b.tsUs - x : x));
   }
   const w = key.window;
-  if (w !== undefined) {
-    dump.b.inc = w.inc;
+  if (w !== undefined && w.inc === marker) {
     dump.b.w = w.window;
     dump.b.n = w.count;
     dump.b.pn = w.previous;
   }
-  if (key.logInc !== undefined) dump.b.inc = key.logInc;
   if (key.logSeq > 0) dump.b.q = key.logSeq;
-  for (const [f, v] of key.counters) dump.c[f] = v;
+  // A counter at 0 is no counter (a merge by max with 0 changes nothing): left out on both sides.
+  for (const [f, v] of key.counters) if (v !== 0) dump.c[f] = v;
   const loan = (e: lease.LoanEntry) => [e.units, e.deadlineUs, e.seq];
   const book = key.book;
   for (const [who, list] of book.outstanding) if (list.length > 0) dump.l[`o|${who}`] = list.flatMap(loan);
@@ -576,9 +658,11 @@ function modelDump(key: lease.KeyState, limit: lease.KeyLimit): KeyDump {
       h.shareUnits === undefined
         ? [h.tokens, h.expiryUs]
         : [h.tokens, h.expiryUs, h.shareUnits, ...(h.burst === undefined ? [] : [h.burst])];
-  dump.z = [...key.log]
-    .sort((x, y) => x.scoreUs - y.scoreUs || (x.member < y.member ? -1 : x.member > y.member ? 1 : 0))
-    .map((e) => [e.member, e.scoreUs]);
+  if (key.logInc === marker) {
+    dump.z = [...key.log]
+      .sort((x, y) => x.scoreUs - y.scoreUs || (x.member < y.member ? -1 : x.member > y.member ? 1 : 0))
+      .map((e) => [e.member, e.scoreUs]);
+  }
   return dump;
 }
 
@@ -593,7 +677,7 @@ async function expectSameState(
     const got = await redisDumps(g, shardOf((g.policies.get("api") as KeyPolicy).tenant));
     expect(got.marker ?? undefined, `${step}: region ${r} marker`).toBe(g.model.marker);
     for (const [resource, key] of g.keys) {
-      const want = modelDump(key, keyLimit(g.policies.get(resource) as KeyPolicy));
+      const want = modelDump(key, g.model.marker);
       expect(got.keys.get(resource), `${step}: region ${r} key ${resource}`).toEqual(want);
     }
   }
@@ -744,18 +828,10 @@ async function runSequence(
       const key = g.keys.get("api") as lease.KeyState;
       const limit = keyLimit(p);
       if ("loan" in m) {
-        // The lender's counters ride along, as gossip sends them.
-        const counters = await regions[m.from].redis.hgetall(a.itemKeys[1] as string);
-        const argv: (string | number)[] = [
-          m.to,
-          ...a.policyArgv,
-          1,
-          m.from,
-          m.loan.units,
-          m.loan.deadlineUs,
-          m.loan.seq,
-        ];
-        const cs = Object.entries(counters);
+        // The lender's counters ride along, as gossip sends them (read by inspect.lua).
+        const fromArgs = args(regions[m.from].policies.get("api") as KeyPolicy);
+        const cs = (await regions[m.from].scripts.call("inspect", fromArgs.keys, [m.from])).counters;
+        const argv: (string | number)[] = [m.to, 1, m.from, m.loan.units, m.loan.deadlineUs, m.loan.seq];
         argv.push(cs.length);
         for (const [f, v] of cs) argv.push(f, v);
         const rr = await g.scripts.call("loanMerge", a.keys, argv);
@@ -775,7 +851,7 @@ async function runSequence(
           return want.changed > 0;
         });
       } else {
-        const rr = await g.scripts.call("loanReturnReceived", a.keys, [m.to, ...a.policyArgv, m.from, m.seq]);
+        const rr = await g.scripts.call("loanReturnReceived", a.keys, [m.to, m.from, m.seq]);
         const now = rr.nowUs;
         notePiecesIf(stats, key, limit, g.model.marker, now, () => {
           const want = lease.receiveReturn(g.model, key, limit, TIMING, m.from, m.seq, now);
@@ -813,18 +889,12 @@ async function runSequence(
         const { rr, now } =
           op.k === "check"
             ? await g.scripts
-                .call(op.k, a.keys, [g.name, ...a.policyArgv, String(op.cost)])
+                .call(op.k, a.keys, [g.name, String(op.cost)])
                 .then((r) => ({ rr: r, now: r.nowUs }))
-            : await g.scripts
-                .call(
-                  op.k,
-                  [...a.keys, refundedReceiptsKey(p.tenant, p.resource)],
-                  [g.name, ...a.policyArgv, String(op.cost), ...args7],
-                )
-                .then((r) => {
-                  expect(r.status, `${step}: refund status`).toBe(1);
-                  return { rr: r.decision as DecisionReply, now: r.nowUs };
-                });
+            : await g.scripts.call(op.k, a.keys, [g.name, String(op.cost), ...args7]).then((r) => {
+                expect(r.status, `${step}: refund status`).toBe(1);
+                return { rr: r.decision as DecisionReply, now: r.nowUs };
+              });
         notePieces(stats, key, limit, g.model.marker, now);
         // What counting the refund as fresh capacity would give back (the old rule), to count the
         // refunds where "erase the admission" gives less.
@@ -848,7 +918,7 @@ async function runSequence(
         const rr = await g.scripts.call(
           "checkCompound",
           [...a.keys, ...aa.keys],
-          [g.name, 2, ...a.policyArgv, String(op.cost), ...aa.policyArgv, String(op.costAux)],
+          [g.name, 2, String(op.cost), String(op.costAux)],
         );
         const now = rr.nowUs;
         notePieces(stats, key, limit, g.model.marker, now);
@@ -882,14 +952,7 @@ async function runSequence(
           return { leaseId, used: h === undefined ? 0 : Math.floor(((h.tokens * op.usedPct) / 100) * 4) / 4 };
         });
         g.leaseIds.push(id);
-        const argv: (string | number)[] = [
-          g.name,
-          ...a.policyArgv,
-          id,
-          op.tokens,
-          op.durMs * 1000,
-          rel.length,
-        ];
+        const argv: (string | number)[] = [g.name, id, op.tokens, op.durMs * 1000, rel.length];
         for (const x of rel) argv.push(x.leaseId, String(x.used));
         const rr = await g.scripts.call("leaseAcquire", a.keys, argv);
         const now = rr.nowUs;
@@ -917,7 +980,6 @@ async function runSequence(
         const marginUs = op.marginMs * 1000;
         const rr = await g.scripts.call("assignReserve", a.keys, [
           g.name,
-          ...a.policyArgv,
           id,
           op.burst,
           String(op.rate),
@@ -959,7 +1021,7 @@ async function runSequence(
         const id = g.leaseIds[(op.pick < 0 ? g.leaseIds.length - 1 : op.pick) % g.leaseIds.length] as string;
         const h = key.leases.get(id);
         const used = h === undefined ? 1 : (h.tokens * op.usedPct) / 100;
-        const rr = await g.scripts.call("leaseRelease", a.keys, [g.name, ...a.policyArgv, id, String(used)]);
+        const rr = await g.scripts.call("leaseRelease", a.keys, [g.name, id, String(used)]);
         const now = rr.nowUs;
         notePieces(stats, key, limit, g.model.marker, now);
         const want = lease.releaseLease(g.model, key, limit, TIMING, id, used, now);
@@ -969,13 +1031,7 @@ async function runSequence(
       case "grant": {
         const to = other(g.name);
         const units = op.aboveFloor ? p.baseShare - p.floorShare + op.units : op.units;
-        const rr = await g.scripts.call("loanGrant", a.keys, [
-          g.name,
-          ...a.policyArgv,
-          to,
-          units,
-          op.durMs * 1000,
-        ]);
+        const rr = await g.scripts.call("loanGrant", a.keys, [g.name, to, units, op.durMs * 1000]);
         const now = rr.nowUs;
         notePiecesIf(stats, key, limit, g.model.marker, now, () => {
           const want = lease.grantLoan(g.model, g.name, key, limit, TIMING, to, units, op.durMs * 1000, now);
@@ -997,7 +1053,7 @@ async function runSequence(
       }
       case "return": {
         const from = other(g.name);
-        const rr = await g.scripts.call("loanReturn", a.keys, [g.name, ...a.policyArgv, from]);
+        const rr = await g.scripts.call("loanReturn", a.keys, [g.name, from]);
         const now = rr.nowUs;
         notePiecesIf(stats, key, limit, g.model.marker, now, () => {
           const want = lease.returnLoan(g.model, key, limit, TIMING, from, now);
@@ -1009,7 +1065,7 @@ async function runSequence(
       }
       case "inspect": {
         // Read-only: a missing marker is reported, not created (the model's copy of the region absorbs it).
-        const rr = await g.scripts.call("inspect", a.keys, [g.name, ...a.policyArgv]);
+        const rr = await g.scripts.call("inspect", a.keys, [g.name]);
         const now = rr.nowUs;
         const view = { ...g.model };
         const want = lease.peek(view, key, limit, TIMING, now);

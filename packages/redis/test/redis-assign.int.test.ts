@@ -63,12 +63,12 @@ it("the share under a live assignment is never lent away, returned or released u
   const a = args(p);
   const s = bindScripts(fx.redis);
   // The lender may lend base − floor (480,000) only where no assignment holds it: 400,000 does.
-  const all = await s.call("loanGrant", a.keys, ["eu", ...a.policyArgv, "us", 480_000, 1_000_000]);
+  const all = await s.call("loanGrant", a.keys, ["eu", "us", 480_000, 1_000_000]);
   expect(all).toMatchObject({ ok: false, reason: "leased" });
-  const free = await s.call("loanGrant", a.keys, ["eu", ...a.policyArgv, "us", 100_000, 1_000_000]);
+  const free = await s.call("loanGrant", a.keys, ["eu", "us", 100_000, 1_000_000]);
   expect(free).toMatchObject({ ok: true, units: 100_000 });
   // A release naming it gives nothing back and leaves it reserved.
-  const rel = await s.call("leaseRelease", a.keys, ["eu", ...a.policyArgv, "q|s1", "0"]);
+  const rel = await s.call("leaseRelease", a.keys, ["eu", "q|s1", "0"]);
   expect(rel.returned).toBe(0);
   expect(await fx.redis.hget(leasesKey(p), "q|s1")).toBe(`0:${r.expiryUs}:400000:1`);
   // Nothing left to assign: the rest of the slice is lent.
@@ -135,7 +135,7 @@ it("an assignment over a share drop inside the delivery margin is sized to the d
   const [sec, usec] = await fx.redis.time();
   const deadline = Number(sec) * 1e6 + Number(usec) + 1_000_000;
   // 300,000 ppm borrowed until deadline − ε (750 ms from now).
-  await s.call("loanMerge", a.keys, ["eu", ...a.policyArgv, 1, "us", 300_000, deadline, 1, 0]);
+  await s.call("loanMerge", a.keys, ["eu", 1, "us", 300_000, deadline, 1, 0]);
   // A drop 750 ms away inside a 900 ms margin: a cut would leave no TTL, so the rate is what the
   // base share alone backs (50/s of the 80/s now), for the whole TTL.
   const inMargin = await reserve(p, "d1", 1, 100, 1_000_000, 900_000);

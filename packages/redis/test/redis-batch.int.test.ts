@@ -10,7 +10,9 @@ import {
   initFreshRegion,
   keyNames,
   NotDurableError,
+  policyIndexKey,
   type RedisRegionStore,
+  shardOf,
   type StoreDecision,
 } from "@geoquota/redis";
 import type { Redis } from "ioredis";
@@ -119,6 +121,23 @@ describe("micro-batched checks", () => {
     }
     // 96 checks, 8 per batch: 12 script calls (the INFO call itself is not an EVALSHA).
     expect((await evalshaCalls(redis)) - before).toBe(12);
+  });
+
+  it("one TIME and one read of each shard's marker and policy per batch, read again after an item creates them", async () => {
+    // Two new keys of one tenant (one shard) under a new policy version: the first item creates the
+    // version's entry (and numbers it), the second reads it again rather than the batch's stale
+    // read (which would number the same version twice).
+    const base = policy({ capacity: 9, refillPerSecond: SLOW });
+    const a: KeyPolicy = { ...base, resource: "one" };
+    const b: KeyPolicy = { ...base, resource: "two" };
+    const s = storeOn(server.client(), { maxChecks: 2, maxWaitUs: 1_000_000 });
+    await s.check(policy(), 1); // loads check_batch.lua first
+    const versions = async () => Number((await redis.hget(policyIndexKey(shardOf(base.tenant)), "#")) ?? 0);
+    const before = await versions();
+    const [da, db] = await Promise.all([s.check(a, 1), s.check(b, 1)]);
+    expect(da.nowUs).toBe(db.nowUs);
+    expect([da.allowed, db.allowed]).toEqual([true, true]);
+    expect((await versions()) - before).toBe(1);
   });
 
   it("a full batch is sent at once, before its bound", async () => {

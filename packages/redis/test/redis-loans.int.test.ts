@@ -96,6 +96,30 @@ describe("loans move capacity", () => {
     expect(seen).toEqual({ bUsing: true, bDone: true, lReserved: true, lFree: true });
   });
 
+  it("a lapsed loan stays reserved from its deadline until deadline + ε: a grant inside that window counts it", async () => {
+    // The share a bucket holds moves only at the schedule's steps (deadline + ε), so the window is
+    // seen where the reservation is read at an arbitrary instant: a grant's room. ε is 1 s here and
+    // the test waits for the lender's own TIME to pass the deadline (the loop above polls every
+    // 10 ms over a 50 ms window: a loaded machine steps over it).
+    const WIDE: Timing = { epsilonUs: 1_000_000, loanDurationUs: 400_000 };
+    const lender = createGossipStore({ redis: eu.redis, region: "eu", timing: WIDE });
+    const view = createRedisStore({ redis: eu.redis, region: "eu", timing: WIDE });
+    const p = shared();
+    const first = await lender.grantLoan(p, "us", 150_000, 100_000);
+    if (!first.ok) throw new Error(`grant refused: ${first.reason}`);
+    const d = first.loan.deadlineUs;
+    for (let i = 0; i < 200 && (await view.inspect(p)).nowUs < d; i++) await sleep(10);
+    // Room left beside the lapsed-but-reserved 150k: BASE − 150k − FLOOR; one more unit is too much.
+    const over = await lender.grantLoan(p, "ap", BASE - 150_000 - FLOOR + 1);
+    expect(over.nowUs).toBeGreaterThanOrEqual(d);
+    expect(over.nowUs, "the grant ran past deadline + ε: the machine stalled a second").toBeLessThan(
+      d + WIDE.epsilonUs,
+    );
+    expect(over).toMatchObject({ ok: false, reason: "floor" });
+    const fits = await lender.grantLoan(p, "ap", BASE - 150_000 - FLOOR);
+    expect(fits.ok).toBe(true);
+  });
+
   it("early return frees the lender; a late duplicate of the returned loan is ignored (trap 12)", async () => {
     const p = shared();
     const loan = await grant(p, 250_000, 2_000_000);

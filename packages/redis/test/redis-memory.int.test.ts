@@ -10,7 +10,10 @@ import { policy, TIMING } from "./redis-helpers.js";
 
 const fx = redisPerFile(initFreshRegion);
 
-const BUDGET_BYTES = 400;
+/** P:b alone, counters inside (one small listpack hash; issue 24 point 5's 160 B is per key with a short name). */
+const BUDGET_BYTES = 200;
+/** The other key classes (loans, leases, a key's hash with three regions' counters and a loan). */
+const BUDGET_OTHER_BYTES = 400;
 
 it("per-key memory stays within budget for every algorithm and key class", async () => {
   const store = createRedisStore({ redis: fx.redis, region: "eu-west-1", timing: TIMING });
@@ -23,7 +26,9 @@ it("per-key memory stays within budget for every algorithm and key class", async
     const [b, c, l, k, z] = keyNames(p.tenant, p.resource);
     const usage = async (key: string) =>
       Number((await fx.redis.call("MEMORY", "USAGE", key, "SAMPLES", "0")) ?? 0);
-    const cells: Record<string, number> = { "P:b": await usage(b), "P:c": await usage(c) };
+    // The counters live in P:b (lua/lib/keep.lua): no P:c is written.
+    expect(await fx.redis.exists(c as string)).toBe(0);
+    const cells: Record<string, number> = { "P:b": await usage(b) };
     if (algorithm === "sliding_log") cells["P:z (10 entries)"] = await usage(z);
     if (algorithm === "token_bucket") {
       await gossip.grantLoan(p, "us-east-1", 100_000);
@@ -44,14 +49,15 @@ it("per-key memory stays within budget for every algorithm and key class", async
         },
       );
       cells["P:l (1 out, 1 in)"] = await usage(l);
-      cells["P:c (3 replicas)"] = await usage(c);
-      cells["P:b (with loans)"] = await usage(b);
+      cells["P:b (3 replicas' counters, loans)"] = await usage(b);
       await store.acquireLease(p, 10, 1000);
       cells["P:k (1 lease)"] = await usage(k);
     }
     for (const [cls, bytes] of Object.entries(cells)) {
       rows.push(`| ${algorithm} | ${cls} | ${bytes} |`);
-      if (!cls.startsWith("P:z")) expect(bytes, `${algorithm} ${cls}`).toBeLessThanOrEqual(BUDGET_BYTES);
+      if (cls === "P:b") expect(bytes, `${algorithm} ${cls}`).toBeLessThanOrEqual(BUDGET_BYTES);
+      else if (!cls.startsWith("P:z"))
+        expect(bytes, `${algorithm} ${cls}`).toBeLessThanOrEqual(BUDGET_OTHER_BYTES);
     }
   }
   const report = process.env.GQ_MEMORY_REPORT;

@@ -1,6 +1,7 @@
 // The scripts' typed arguments (args.ts, script-args.ts) against their headers (specs.ts):
 // check.lua's head, which the store joins once per policy, has the script's KEYS and every ARGV but
-// the cost, in the header's order, and a bad cost is named; every other script's builder builds
+// the cost, in the header's order, and a bad cost is named; the policy is the name of its shard's
+// entry (the scripts take no policy arguments); every other script's builder builds
 // its KEYS and ARGV in the header's count, the variadic tails as the scripts read them.
 import type { KeyPolicy } from "@geoquota/core";
 import { describe, expect, it } from "vitest";
@@ -19,11 +20,14 @@ import {
   loanMergeArgs,
   loanReturnArgs,
   loanReturnReceivedArgs,
+  policyKey,
+  policyVersionOf,
   RedisStoreError,
   refundArgs,
   regionInitArgs,
   SCRIPTS,
   type ScriptCall,
+  shardOf,
   type TypedScriptName,
 } from "../src/index.js";
 
@@ -36,15 +40,24 @@ const policy: KeyPolicy = {
 };
 
 describe("check.lua's typed arguments", () => {
-  it("the head is the spec's KEYS, the region, the policy ARGV: one short of the cost", () => {
+  it("the head is the spec's KEYS and the region: one short of the cost", () => {
     const a = keyArgsBuilder({ epsilonUs: 5_000, loanDurationUs: 80_000 })(policy);
     const head = checkHead(a, "eu");
     expect(head.length).toBe(SCRIPTS.check.keys.length + SCRIPTS.check.argv.length - 1);
     expect(head.slice(0, SCRIPTS.check.keys.length)).toEqual(a.keys);
     expect(head[SCRIPTS.check.keys.length]).toBe("eu");
-    expect(head[SCRIPTS.check.keys.length + 1]).toBe("token_bucket");
-    expect(head[head.length - 1]).toBe(a.policyArgv[a.policyArgv.length - 1]);
     expect(a.keys[2]).toMatch(/:acme:api:b$/);
+  });
+
+  it("the policy travels in the name of its shard's entry (lua/lib/core.lua read_policy parses it)", () => {
+    const a = keyArgsBuilder({ epsilonUs: 5_000, loanDurationUs: 80_000 })(policy);
+    const shard = shardOf("acme");
+    // fingerprint | window µs | ε | D | ttl (C/r + ⌈D + 3ε⌉ + 1 s = 10,000 + 95 + 1,000 ms)
+    expect(a.keys[3]).toBe(`gq:{s${shard}}:pv:token_bucket:100:10:0:500000:100000|1000000|5000|80000|11095`);
+    expect(a.keys[3]).toBe(
+      policyKey(shard, policyVersionOf(policy, { epsilonUs: 5_000, loanDurationUs: 80_000 })),
+    );
+    expect(a.ttlMs).toBe(11_095);
   });
 
   it("the cost is Lua's text of a finite number ≥ 0, else GQ_ERR_BAD_ARGUMENT naming it", () => {
@@ -69,10 +82,10 @@ function expectFixed(
 }
 
 describe("typed script arguments", () => {
-  it("the fixed-arity per-key scripts: the header's counts, region then policy first", () => {
+  it("the fixed-arity per-key scripts: the header's counts, the region first", () => {
     const receipt = { id: "r1", admittedUs: 1, expiresUs: 2 };
     const calls = {
-      refund: refundArgs(a, "eu", "P:f", 1.5, receipt),
+      refund: refundArgs(a, "eu", 1.5, receipt),
       leaseRelease: leaseReleaseArgs(a, "eu", "l1", 0.5),
       assignReserve: assignReserveArgs(a, "eu", "q1", 25, 2.5, 1_000_000, 20_000, "q0"),
       assignUsage: assignUsageArgs(a, "eu", 7, 2),
@@ -84,10 +97,10 @@ describe("typed script arguments", () => {
     } as const;
     for (const [name, call] of Object.entries(calls)) {
       expectFixed(name as TypedScriptName, call);
-      expect(call.argv.slice(0, 1 + a.policyArgv.length)).toEqual(["eu", ...a.policyArgv]);
+      expect(call.argv[0]).toBe("eu");
+      expect(call.keys).toEqual(a.keys);
     }
     expect(calls.refund.argv.slice(-4)).toEqual(["1.5", "r1", 1, 2]);
-    expect(calls.refund.keys[calls.refund.keys.length - 1]).toBe("P:f");
     expect(calls.leaseRelease.argv.slice(-2)).toEqual(["l1", "0.5"]);
     expect(calls.assignReserve.argv.slice(-6)).toEqual(["q1", 25, "2.5", 1_000_000, 20_000, "q0"]);
     // No supersede: the empty id (a fresh assignment).
@@ -118,7 +131,7 @@ describe("typed script arguments", () => {
     expect(call.argv.slice(fixed - 1)).toEqual([1, "us", 3, 9, 2, 1, "p|us", "4"]);
   });
 
-  it("check_compound: each item's keys and policy with its cost; needs after all items, only when given", () => {
+  it("check_compound: each item's keys with its cost; needs after all items, only when given", () => {
     const plain = checkCompoundArgs("eu", [
       { args: a, cost: 1 },
       { args: a, cost: 2 },

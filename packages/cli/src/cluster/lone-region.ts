@@ -4,7 +4,7 @@
 // acknowledges every delta the region sends it and says it hears every other peer (links), so
 // the region relays nothing, as in a healthy full mesh. What the region does with its peers'
 // traffic (merges, reads, shipping) is then measured on the region alone, at key counts whose
-// peers could not all run as processes on one machine (bench section 12, issue 24 point 7).
+// peers could not all run as processes on one machine (bench section 13, issue 24 point 7).
 // The region's limiter is not started: its checks go straight to its Redis (the bench's store).
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

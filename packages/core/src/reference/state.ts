@@ -1,32 +1,36 @@
 // What one region's Redis holds for one key, as plain data: the reference
-// model the Lua scripts implement (docs/internals.md key schema).
+// model the Lua scripts implement (docs/internals.md key schema). The names in
+// backquotes are where each lives in the key's hash `P:b` (msgpack fields: `v` the
+// bucket, `w` the window, `q` the log sequence, `c` the incarnation tag and own
+// counters); the encoding is the Redis side's, the numbers are the same doubles.
 import { emptyLoanBook, type LoanBook, type Schedule } from "./schedule.js";
 import type { LeaseHold } from "../types.js";
 
 /** `P:b` for the rate algorithms. */
 export interface BucketHash {
-  /** Token bucket: tokens at `tsUs` (`tk`). GCRA: theoretical arrival time, µs (`ta`). */
+  /** Token bucket: tokens at `tsUs`. GCRA: theoretical arrival time, µs (`v`'s value). */
   value: number;
-  /** `ts`: last settle, µs. */
+  /** `v`'s ts: last settle, µs. */
   tsUs: number;
-  /** `inc`: the marker the state belongs to; another marker means the state is discarded. */
+  /** `c`'s tag: the marker the state belongs to; another marker means the state is discarded. */
   inc: string;
-  /** `pv`: policy fingerprint; another one means the bucket restarts empty. */
+  /** `v`'s k (a policy version's number; its fingerprint in gq:pvn): another one means the bucket restarts. */
   pv: string;
-  /** `s`, `o`, `sx`: the share schedule from `tsUs` on. */
+  /** `v`'s s, o, sx1 and `x`: the share schedule from `tsUs` on. */
   schedule: Schedule;
-  /** `rf`: headroom suffix minima for refunds, flat [t µs, milli-tokens, …] (refunds.ts). */
+  /** `v`'s rf: headroom suffix minima for refunds, flat [t µs, milli-tokens, …] (refunds.ts). */
   refunds: number[];
 }
 
 /** `P:b` for the window algorithms. */
 export interface WindowHash {
+  /** `c`'s tag, as for the bucket. */
   inc: string;
-  /** `w`: index of the window `n` counts. */
+  /** `w`'s first value: index of the window `count` counts. */
   window: number;
-  /** `n`: cost admitted in window `window`. */
+  /** `w`'s second: cost admitted in window `window`. */
   count: number;
-  /** `pn`: sliding counter only, cost admitted in window `window − 1`. */
+  /** `w`'s third: sliding counter only, cost admitted in window `window − 1`. */
   previous: number;
 }
 
@@ -43,7 +47,7 @@ export interface KeyState {
   log: LogEntry[];
   logSeq: number;
   logInc: string | undefined;
-  /** `P:c`: CRDT counters by field (`p|`, `n|`, `d|` + replica id). */
+  /** CRDT counters by field (`p|`, `n|`, `d|` + replica id): `c`'s own ones and `P:b`'s named fields. */
   readonly counters: Map<string, number>;
   /** `P:l` */
   readonly book: LoanBook;
