@@ -145,6 +145,9 @@ describe("gossip daemon: bad frames", () => {
       },
     ],
     ["truncated frame", () => good().slice(0, 10)],
+    // A newer release's kind, within version 1 (as the release before this one sees `links`,
+    // kind 5: README-protocol.md, "Mixed versions"): dropped, counted, nothing else.
+    ["a frame kind from a newer release", () => encode([1, 6, "eu-west", ["ap-south"]])],
     ["forged sender", () => delta("ap-south", [{ key: "t1|r1", record: record("ap-south.a", 5) }])],
   ];
   for (const [name, make] of cases) {
