@@ -623,7 +623,11 @@ export function scaleRows(s: ScaleResult): Row[] {
         metric: `${where}: bytes sent per peer per ${s.roundMs} ms`,
         value: kb(c.bytesPerPeer.median),
         target: st.keys >= 100_000 ? "≤ 64 KB at 100k keys" : "",
-        ...(st.keys === 100_000 ? { met: c.bytesPerPeer.max <= 64 * 1024 } : {}),
+        // A region that did not keep up (not settled, or fewer rounds than a measure needs) sent
+        // what it got to, not what the churn asks of it: never counted as met.
+        ...(st.keys === 100_000
+          ? { met: st.settled && st.churn.rounds >= CHURN_ROUNDS_MIN && c.bytesPerPeer.max <= 64 * 1024 }
+          : {}),
       },
       {
         section,
