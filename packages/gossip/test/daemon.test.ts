@@ -592,6 +592,33 @@ describe("gossip daemon: work follows what changed (issue 24 point 7)", () => {
     expect(store.reads).toEqual(["t1|r1"]);
   });
 
+  it("sends again the changes of a frame the peer dropped, though it acked the frames after it", async () => {
+    const { store, link, daemon } = setup();
+    await settle(daemon, link);
+    for (let i = 0; i < 2_500; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, reading(record("us-east.x", 1)));
+    }
+    await daemon.round();
+    const frames = link.frames("eu-west").flatMap((f) => (f.kind === "delta" && f.version > 0 ? [f] : []));
+    expect(frames.length).toBe(3);
+    const lost = new Set(frames[0]?.entries.map((e) => e.key));
+    // eu-west's transport dropped the first (its inbound rate limit); it merged and acked the others.
+    for (const f of frames.slice(1))
+      daemon.onFrame("eu-west", encodeFrame({ kind: "ack", from: "eu-west", version: f.version }));
+    link.sent = [];
+    await daemon.round();
+    const again = new Set(
+      link.frames("eu-west").flatMap((f) => (f.kind === "delta" ? f.entries.map((e) => e.key) : [])),
+    );
+    expect(lost.size).toBe(1_000);
+    expect([...lost].filter((k) => !again.has(k))).toEqual([]);
+    // Acked in order this time: nothing is left to send.
+    await settle(daemon, link);
+    await daemon.round();
+    expect(link.frames("eu-west").filter((f) => f.kind === "delta" && f.entries.length > 0)).toEqual([]);
+  });
+
   it("sends a peer more than one frame of changes in a round", async () => {
     const { store, link, daemon } = setup();
     for (let i = 0; i < 2_500; i++) {

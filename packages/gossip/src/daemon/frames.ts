@@ -54,6 +54,9 @@ export interface FrameHandlingDeps {
  */
 export const DELTA_FRAMES_PER_ROUND = 16;
 
+/** Delta frames remembered per peer until acknowledged (16 rounds of DELTA_FRAMES_PER_ROUND). */
+const UNACKED_FRAMES_MAX = 256;
+
 /** Keys per frame of a full sync. */
 const FULL_SYNC_KEYS = 1_000;
 
@@ -66,6 +69,17 @@ export class FrameHandling {
   private readonly sentAt = new Map<string, Map<number, number>>();
   /** Per peer, a full sync under way: the map's keys when it began, and the next to send. */
   private readonly fullSyncs = new Map<string, { keys: string[]; next: number }>();
+  /**
+   * Per peer, the delta frames sent and not yet acknowledged, in sending order: each frame's
+   * version and the version it started after (the first of a round: what the peer had acked).
+   * An ack drops every buffered change up to its version, so it may be applied only when the
+   * frame it answers started at or below what the peer had acked: a round sends several frames,
+   * and one the peer's transport dropped (its inbound rate limit) would otherwise be taken as
+   * received by the ack of the frame after it.
+   */
+  private readonly unacked = new Map<string, { version: number; after: number }[]>();
+  /** Per peer, the highest version an applied ack covered. */
+  private readonly ackedTo = new Map<string, number>();
   /** Per peer, the peers its last links frame said it has a link up to, and when it came. */
   private readonly heard = new Map<string, { up: ReadonlySet<string>; atMs: number }>();
   private digestRound = 0;
@@ -97,6 +111,7 @@ export class FrameHandling {
       for (let i = 0; i < budget; i++) {
         const frame = this.d.replica.nextDeltaFrame(peer, after);
         if (!frame || !this.send(peer, frame)) break;
+        this.sentFrame(peer, frame.version, after === 0 ? (this.ackedTo.get(peer) ?? 0) : after);
         after = frame.version;
         let sent = this.sentAt.get(peer);
         if (!sent) {
@@ -191,8 +206,10 @@ export class FrameHandling {
           this.lastAckLag.set(peer, this.d.now() - sent);
           this.d.metrics?.lag.set({ peer }, (this.d.now() - sent) / 1000);
         }
+        if (!this.ackCovers(peer, frame.version)) return;
         const r = this.d.replica.receiveAck(frame);
         if (!r.ok) this.bad(peer, r.error.code);
+        else this.ackedTo.set(peer, Math.max(this.ackedTo.get(peer) ?? 0, frame.version));
         return;
       }
       case "digest":
@@ -205,6 +222,46 @@ export class FrameHandling {
         this.onLinks(peer, frame);
         return;
     }
+  }
+
+  private sentFrame(peer: string, version: number, after: number): void {
+    let q = this.unacked.get(peer);
+    if (q === undefined) {
+      q = [];
+      this.unacked.set(peer, q);
+    }
+    q.push({ version, after });
+    // A peer that stopped acking: forget the oldest (an ack of one of them is then ignored, and
+    // its changes go out again: never lost).
+    if (q.length > UNACKED_FRAMES_MAX) q.splice(0, q.length - UNACKED_FRAMES_MAX);
+  }
+
+  /**
+   * Whether an ack of `version` from `peer` may drop the changes up to it: every frame of that
+   * version still unanswered (the ack answers one of them: acks come back in sending order)
+   * started at or below what the peer has acked. The frames up to the last of that version are
+   * answered or lost either way and are forgotten. An ack of no frame in flight (a previous
+   * life's, or one forgotten) is ignored: the changes are sent again.
+   */
+  private ackCovers(peer: string, version: number): boolean {
+    const q = this.unacked.get(peer);
+    if (q === undefined) return false;
+    let last = -1;
+    for (let i = q.length - 1; i >= 0; i--) {
+      if (q[i]?.version === version) {
+        last = i;
+        break;
+      }
+    }
+    if (last < 0) return false;
+    const acked = this.ackedTo.get(peer) ?? 0;
+    let covers = true;
+    for (let i = 0; i <= last; i++) {
+      const f = q[i];
+      if (f !== undefined && f.version === version && f.after > acked) covers = false;
+    }
+    q.splice(0, last + 1);
+    return covers;
   }
 
   private onLinks(peer: string, frame: LinksFrame): void {
