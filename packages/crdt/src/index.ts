@@ -7,7 +7,6 @@ export {
   type DigestEntry,
   type ClockFrame,
   type DigestFrame,
-  type LinksFrame,
   decodeFrame,
   encodeFrame,
   type Frame,

@@ -22,10 +22,9 @@ function decrement(state: PNCounter, replica: string, amount: number): Result<PN
   return d.ok ? { ok: true, value: { p: new Map(), n: d.value } } : d;
 }
 
-/** In place; the changing entries also go into `delta` when given (GCounter.mergeInto). */
-function mergeInto(target: PNCounter, src: PNCounter, delta?: PNCounter): boolean {
-  const p = GCounter.mergeInto(target.p, src.p, delta?.p);
-  const n = GCounter.mergeInto(target.n, src.n, delta?.n);
+function mergeInto(target: PNCounter, src: PNCounter): boolean {
+  const p = GCounter.mergeInto(target.p, src.p);
+  const n = GCounter.mergeInto(target.n, src.n);
   return p || n;
 }
 
