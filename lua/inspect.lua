@@ -1,4 +1,5 @@
--- inspect.lua: read-only view of one key: the state settled to now (nothing is written; a missing
+-- inspect.lua: read-only view of one key on the region's primary: the state settled to now (nothing
+-- is written, but a replica refuses it, below; a missing
 -- marker is reported as a new incarnation born now, without creating it; a missing policy entry
 -- is read from its key's name, without creating it; a key of the layout before issue 24 is read
 -- as converted, without converting it).
@@ -9,6 +10,14 @@
 --           [P:l field, value, …], [P:k field, value, …]}
 -- bucketExists: P:b exists. The counters are this region's own (lib/keep.lua, as `p|<region>.<id>`
 -- fields, nonzero ones) and every other replica's, as gossip reads and ships them.
+-- Refused by a replica: a write command that changes nothing (the key never exists) makes a
+-- read-only replica answer READONLY. A view is the region's live share only on its primary: a
+-- replica just after a diskless full sync serves its snapshot for up to ~1 s (until its first
+-- REPLCONF ACK starts the stream), so an address moved to it before its promotion showed a loan
+-- already returned, and shipped as returned, as still in use (the 3-minute soak, seed 26005, on
+-- a failback behind one address). Nothing is admitted there (every admission writes), but the
+-- view and the gossip daemon's reads (readKeyState runs this script) must not present it as now.
+redis.call('DEL', shard_key(KEYS[3], 'ro'))
 local now = now_us()
 local g = redis.call('MGET', KEYS[1], KEYS[4])
 local marker = g[1] or string.format('%d:%d', now, now)

@@ -331,7 +331,15 @@ export async function buildApp(limiter: Limiter, options: AppOptions): Promise<F
     { config: { openapi: quotaDoc } },
     async (req) => {
       const { tenant, resource } = req.params;
-      const { policy, view } = await limiter.inspect(tenant, resource);
+      const { policy, view } = await limiter.inspect(tenant, resource).catch((err: unknown) => {
+        if (err instanceof LimiterError) throw err;
+        // e.g. READONLY: the region's address reaches a replica (inspect.lua refuses a view there).
+        throw new LimiterError(
+          "GQ_ERR_STORE_UNAVAILABLE",
+          `the region's store gave no view of the key: ${err instanceof Error ? err.message : String(err)}`,
+          { cause: err },
+        );
+      });
       const regions = limiter.regionShares(tenant, resource);
       return {
         tenant,
