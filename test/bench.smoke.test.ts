@@ -4,7 +4,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startCluster } from "@geoquota/cli";
+import { startCluster, startLoneRegion } from "@geoquota/cli";
 import { afterAll, expect, it } from "vitest";
 import { runBench } from "../packages/bench/src/index.js";
 
@@ -26,7 +26,7 @@ function numbers(value: unknown, path = "$"): [string, number][] {
 it("runs every section in smoke mode and writes finite figures", { timeout: 900_000 }, async () => {
   const outPath = join(dir, "bench.json");
   let printed = "";
-  await runBench({ smoke: true, outPath, write: (s) => (printed += s), startCluster });
+  await runBench({ smoke: true, outPath, write: (s) => (printed += s), startCluster, startLoneRegion });
   const report = JSON.parse(readFileSync(outPath, "utf8")) as Record<string, unknown>;
   for (const section of [
     "machine",
@@ -42,6 +42,7 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 900_
     "footprint",
     "rlqsPath",
     "redisCost",
+    "scale",
     "rows",
   ]) {
     expect(report[section], section).toBeDefined();
@@ -78,6 +79,9 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 900_
       hot: { admittedEachSecond: number[]; errors: number };
     };
     redisCost: { skipped: string; variants: Record<string, { decisions: number }> };
+    scale: {
+      steps: { setup: string; keys: number; churn: { rounds: number }; achievedPerRound: number }[];
+    };
   };
   expect(r.redisPath.geoquota.decisions).toBeGreaterThan(0);
   expect(r.redisPath.batch500.decisions).toBeGreaterThan(0);
@@ -140,6 +144,13 @@ it("runs every section in smoke mode and writes finite figures", { timeout: 900_
     ]);
     for (const [v, f] of Object.entries(r.redisCost.variants)) expect(f.decisions, v).toBeGreaterThan(0);
   } else expect(r.redisCost.skipped).toMatch(/valgrind/);
+  // The scale section: the cluster and the lone region each ran rounds while their keys churned.
+  expect(r.scale.steps.map((x) => x.setup)).toEqual(["cluster", "lone"]);
+  for (const x of r.scale.steps) {
+    expect(x.churn.rounds, `${x.setup} rounds`).toBeGreaterThan(0);
+    expect(x.achievedPerRound, `${x.setup} checks`).toBeGreaterThan(0);
+  }
+  expect(printed).toContain("13 scale");
   expect(printed).toContain("7 rls (gRPC) beside http");
   expect(printed).toContain("11 rlqs local bucket beside rls");
   expect(printed).toContain("10 peers, partition");

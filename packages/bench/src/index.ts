@@ -24,6 +24,17 @@ export {
   SECTIONS,
   selectSections,
 } from "./run-bench.js";
+export {
+  benchScale,
+  type ScaleLoneRegion,
+  type ScaleResult,
+  type ScaleSizes,
+  type ScaleStep,
+  type StartLoneRegion,
+  type StartScaleCluster,
+  scaleRows,
+  scaleSizes,
+} from "./scale.js";
 export { benchSkew, type SkewCluster, type SkewPhase, type SkewResult, type StartCluster } from "./skew.js";
 export { renderTable } from "./table.js";
 export type { Budget, Row, Write } from "./types.js";

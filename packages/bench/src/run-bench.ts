@@ -28,6 +28,13 @@ import {
   rlsRows,
   skewRows,
 } from "./rows.js";
+import {
+  benchScale,
+  type ScaleResult,
+  type StartLoneRegion,
+  type StartScaleCluster,
+  scaleRows,
+} from "./scale.js";
 import { benchSkew, type SkewResult } from "./skew.js";
 import { renderTable } from "./table.js";
 import type { Budget, Row, Write } from "./types.js";
@@ -38,7 +45,9 @@ export interface RunBenchOptions {
   readonly outPath: string;
   readonly write: Write;
   /** The CLI's local-cluster orchestrator (injected: the bench package does not depend on the CLI). */
-  readonly startCluster: StartPeersCluster & StartRlqsCluster;
+  readonly startCluster: StartPeersCluster & StartRlqsCluster & StartScaleCluster;
+  /** The CLI's lone region among in-process peers (section 13). */
+  readonly startLoneRegion: StartLoneRegion;
   /** Only these sections (SECTIONS names); absent or empty: all. */
   readonly sections?: readonly string[];
 }
@@ -57,6 +66,7 @@ export const SECTIONS = [
   "peers",
   "rlqs",
   "redis-cost",
+  "scale",
 ] as const;
 export type SectionName = (typeof SECTIONS)[number];
 
@@ -88,6 +98,7 @@ export interface BenchReport {
   readonly footprint?: FootprintResult;
   readonly rlqsPath?: RlqsPathResult;
   readonly redisCost?: RedisCostResult;
+  readonly scale?: ScaleResult;
   readonly rows: Row[];
 }
 
@@ -159,6 +170,9 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
   const redisCost = await section("redis-cost", "12 redis instructions per decision (callgrind)", () =>
     benchRedisCost(budget),
   );
+  const scale = await section("scale", "13 scale: a round's cost as keys grow (10 regions)", () =>
+    benchScale(o.startCluster, o.startLoneRegion, budget),
+  );
   const rows = [
     ...(redisPath ? redisRows(redisPath) : []),
     ...(httpPath ? httpRows(httpPath) : []),
@@ -172,6 +186,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(peers ? peersRows(peers) : []),
     ...(rlqsPath ? rlqsRows(rlqsPath) : []),
     ...(redisCost ? redisCostRows(redisCost) : []),
+    ...(scale ? scaleRows(scale) : []),
   ];
   const report: BenchReport = {
     mode: o.smoke ? "smoke" : "full",
@@ -190,6 +205,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchReport> {
     ...(peers ? { peers } : {}),
     ...(rlqsPath ? { rlqsPath } : {}),
     ...(redisCost ? { redisCost } : {}),
+    ...(scale ? { scale } : {}),
     rows,
   };
   const out = resolve(o.outPath);

@@ -9,3 +9,4 @@ export {
 } from "./cluster/orchestrator.js";
 export { dialPairs, regionIds } from "./cluster/ids.js";
 export { buildProgram } from "./program.js";
+export { type LoneRegion, type LoneRegionOptions, startLoneRegion } from "./cluster/lone-region.js";

@@ -148,7 +148,7 @@ export function buildProgram(): Command {
     .option("--out <file>", "JSON results path", "reports/bench.json")
     .option(
       "--section <names>",
-      "only these sections, comma-separated: redis,http,leased,crdt,skew,memory,rls,degraded,footprint,peers,rlqs,redis-cost",
+      "only these sections, comma-separated: redis,http,leased,crdt,skew,memory,rls,degraded,footprint,peers,rlqs,redis-cost,scale",
     )
     .action(action(() => devOnly("@geoquota/bench", "bench").then(() => import("./commands/bench.js"))));
 

@@ -10,11 +10,13 @@
 //   ack    [1, 2, from, version]
 //   digest [1, 3, from, bucket, bucketCount, flat [key, hash, ...]]
 //   clock  [1, 4, from, txUs, echoUs, holdUs]
+//   links  [1, 5, from, up[]]        the peers whose link is up at the sender
 //
-// The clock kind was added within version 1: it is additive (a decoder that
-// predates it drops it as GQ_ERR_UNKNOWN_KIND and every other frame is
-// unchanged), and a peer that sends none is simply one without an offset
-// estimate (docs/design.md §1.2).
+// The clock and links kinds were added within version 1: they are additive (a
+// decoder that predates them drops them as GQ_ERR_UNKNOWN_KIND and every other
+// frame is unchanged). A peer that sends no clock frame is simply one without
+// an offset estimate (docs/design.md §1.2); one that sends no links frame gets
+// every change relayed to it, as before links existed.
 //
 // Early returns travel inside delta records (the `returned` part), so there is
 // no separate return frame. Decoding validates everything before building
@@ -41,6 +43,7 @@ const KIND_DELTA = 1;
 const KIND_ACK = 2;
 const KIND_DIGEST = 3;
 const KIND_CLOCK = 4;
+const KIND_LINKS = 5;
 
 export interface DeltaFrame {
   kind: "delta";
@@ -84,7 +87,17 @@ export interface ClockFrame {
   holdUs: number;
 }
 
-export type Frame = DeltaFrame | AckFrame | DigestFrame | ClockFrame;
+/**
+ * The peers the sender has a link up to now (itself and the receiver left out): a receiver
+ * relays what it learns from a peer only to peers that do not hear that peer themselves.
+ */
+export interface LinksFrame {
+  kind: "links";
+  from: string;
+  up: string[];
+}
+
+export type Frame = DeltaFrame | AckFrame | DigestFrame | ClockFrame | LinksFrame;
 
 export interface DecodeLimits {
   /** Default 1 MiB. */
@@ -134,6 +147,8 @@ export function encodeFrame(frame: Frame): Uint8Array {
         frame.echoUs,
         frame.holdUs,
       ]);
+    case "links":
+      return encoder.encode([PROTOCOL_VERSION, KIND_LINKS, frame.from, frame.up]);
   }
 }
 
@@ -270,6 +285,11 @@ function frameFromWire(raw: unknown, lim: DecodeLimits): Frame {
       return digestFromWire(raw, lim);
     case KIND_CLOCK:
       return clockFromWire(raw);
+    case KIND_LINKS: {
+      if (raw.length !== 4) fail("GQ_ERR_INVALID_SHAPE", "links frame must have 4 fields");
+      const up = asArray(raw[3], "links up", lim.idsMax).map((v, i) => asId(v, `links up[${i}]`));
+      return { kind: "links", from: asId(raw[2], "from"), up };
+    }
     default:
       return fail("GQ_ERR_UNKNOWN_KIND", `unknown frame kind ${String(kind)}`);
   }

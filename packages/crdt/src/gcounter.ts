@@ -27,13 +27,17 @@ function increment(state: ReadonlyMap<string, number>, replica: string, amount: 
   return ok(new Map([[replica, next]]));
 }
 
-/** Merges src into target in place (per-entry max). Returns true if target changed. */
-function mergeInto(target: GCounter, src: ReadonlyMap<string, number>): boolean {
+/**
+ * Merges src into target in place (per-entry max). Returns true if target changed; the entries
+ * that changed it are also set in `delta` when given (the smallest δ with old ⊔ δ = new).
+ */
+function mergeInto(target: GCounter, src: ReadonlyMap<string, number>, delta?: GCounter): boolean {
   let changed = false;
   for (const [replica, v] of src) {
     const cur = target.get(replica);
     if (cur === undefined || v > cur) {
       target.set(replica, v);
+      delta?.set(replica, v);
       changed = true;
     }
   }

@@ -7,6 +7,7 @@ export {
   type DigestEntry,
   type ClockFrame,
   type DigestFrame,
+  type LinksFrame,
   decodeFrame,
   encodeFrame,
   type Frame,

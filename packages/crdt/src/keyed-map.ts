@@ -20,6 +20,27 @@ function mergeKeyInto(map: CrdtMap, key: string, record: KeyRecord, conflicts?: 
   return KeyRecord.mergeInto(cur, record, conflicts);
 }
 
+/**
+ * mergeKeyInto that returns what changed the map: null when nothing did, else the smallest
+ * record δ with old ⊔ δ = new (a new key: a copy of the whole record). Shipping δ instead of
+ * `record` carries only the entries a peer can be missing.
+ */
+function mergeKeyDelta(
+  map: CrdtMap,
+  key: string,
+  record: KeyRecord,
+  conflicts?: LoanConflict[],
+): KeyRecord | null {
+  const cur = map.get(key);
+  if (cur === undefined) {
+    if (KeyRecord.isEmpty(record)) return null;
+    map.set(key, KeyRecord.copy(record));
+    return KeyRecord.copy(record);
+  }
+  const delta = KeyRecord.initial();
+  return KeyRecord.mergeInto(cur, record, conflicts, delta) ? delta : null;
+}
+
 function mergeInto(
   target: CrdtMap,
   src: ReadonlyMap<string, KeyRecord>,
@@ -61,4 +82,4 @@ function equals(a: ReadonlyMap<string, KeyRecord>, b: ReadonlyMap<string, KeyRec
   return leq(a, b) && leq(b, a);
 }
 
-export const CrdtMap = { initial, mergeKeyInto, mergeInto, copy, join, leq, equals } as const;
+export const CrdtMap = { initial, mergeKeyInto, mergeKeyDelta, mergeInto, copy, join, leq, equals } as const;

@@ -100,18 +100,21 @@ function grant(
 
 /**
  * Merges src into target in place. Equal-seq conflicts are pushed to
- * `conflicts` when given (both directions of a merge report the same pair).
+ * `conflicts` when given (both directions of a merge report the same pair);
+ * the registers that changed target also go into `delta` when given.
  */
 function loansMergeInto(
   target: LoanRegister,
   src: ReadonlyMap<string, Loan>,
   conflicts?: LoanConflict[],
+  delta?: LoanRegister,
 ): boolean {
   let changed = false;
   for (const [key, loan] of src) {
     const cur = target.get(key);
     if (cur === undefined) {
       target.set(key, loan);
+      delta?.set(key, loan);
       changed = true;
       continue;
     }
@@ -127,6 +130,7 @@ function loansMergeInto(
     }
     if (beats(loan, cur)) {
       target.set(key, loan);
+      delta?.set(key, loan);
       changed = true;
     }
   }
@@ -191,12 +195,17 @@ function markReturned(
   return ok(new Map([[pairKey(mark.lender, mark.borrower), value]]));
 }
 
-function returnedMergeInto(target: ReturnedRegister, src: ReadonlyMap<string, ReturnedMark>): boolean {
+function returnedMergeInto(
+  target: ReturnedRegister,
+  src: ReadonlyMap<string, ReturnedMark>,
+  delta?: ReturnedRegister,
+): boolean {
   let changed = false;
   for (const [key, mark] of src) {
     const cur = target.get(key);
     if (cur === undefined || mark.seq > cur.seq) {
       target.set(key, mark);
+      delta?.set(key, mark);
       changed = true;
     }
   }

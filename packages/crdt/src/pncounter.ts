@@ -22,9 +22,10 @@ function decrement(state: PNCounter, replica: string, amount: number): Result<PN
   return d.ok ? { ok: true, value: { p: new Map(), n: d.value } } : d;
 }
 
-function mergeInto(target: PNCounter, src: PNCounter): boolean {
-  const p = GCounter.mergeInto(target.p, src.p);
-  const n = GCounter.mergeInto(target.n, src.n);
+/** In place; the changing entries also go into `delta` when given (GCounter.mergeInto). */
+function mergeInto(target: PNCounter, src: PNCounter, delta?: PNCounter): boolean {
+  const p = GCounter.mergeInto(target.p, src.p, delta?.p);
+  const n = GCounter.mergeInto(target.n, src.n, delta?.n);
   return p || n;
 }
 

@@ -63,13 +63,22 @@ function returnLoan(r: KeyRecord, mark: ReturnedMark): Result<KeyRecord> {
   return d.ok ? { ok: true, value: { ...initial(), returned: d.value } } : d;
 }
 
-/** Merges src into target in place; true if target changed. */
-function mergeInto(target: KeyRecord, src: KeyRecord, conflicts?: LoanConflict[]): boolean {
+/**
+ * Merges src into target in place; true if target changed. With `delta`, every entry that
+ * changed target is also set there: afterwards old target ⊔ delta = new target, and delta holds
+ * nothing else (what to ship onwards instead of all of src).
+ */
+function mergeInto(
+  target: KeyRecord,
+  src: KeyRecord,
+  conflicts?: LoanConflict[],
+  delta?: KeyRecord,
+): boolean {
   // Non-short-circuit: every part must be merged.
-  const a = PNCounter.mergeInto(target.consumed, src.consumed);
-  const b = GCounter.mergeInto(target.denied, src.denied);
-  const c = LoanRegister.mergeInto(target.loans, src.loans, conflicts);
-  const d = ReturnedRegister.mergeInto(target.returned, src.returned);
+  const a = PNCounter.mergeInto(target.consumed, src.consumed, delta?.consumed);
+  const b = GCounter.mergeInto(target.denied, src.denied, delta?.denied);
+  const c = LoanRegister.mergeInto(target.loans, src.loans, conflicts, delta?.loans);
+  const d = ReturnedRegister.mergeInto(target.returned, src.returned, delta?.returned);
   return a || b || c || d;
 }
 

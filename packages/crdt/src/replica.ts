@@ -54,7 +54,8 @@ export class Replica {
   readonly shipper: DeltaShipper;
   private readonly relay: boolean;
   private readonly maxEntriesPerFrame: number;
-  private readonly mergeKey: NonNullable<ReplicaOptions["mergeKeyInto"]>;
+  /** The test-only join of `mergeKeyInto`, when given (then whole records are shipped on). */
+  private readonly customJoin: ReplicaOptions["mergeKeyInto"];
 
   constructor(opts: ReplicaOptions) {
     const bad = checkId(opts.id, "replica node id");
@@ -63,7 +64,7 @@ export class Replica {
     this.replicaId = opts.replicaId ?? `${opts.id}.0`;
     this.relay = opts.relay ?? true;
     this.maxEntriesPerFrame = opts.maxEntriesPerFrame ?? 1_000;
-    this.mergeKey = opts.mergeKeyInto ?? CrdtMap.mergeKeyInto;
+    this.customJoin = opts.mergeKeyInto;
     this.shipper = new DeltaShipper({
       peers: opts.peers.filter((p) => p !== opts.id),
       ...(opts.maxBufferedKeys !== undefined && { maxBufferedKeys: opts.maxBufferedKeys }),
@@ -80,13 +81,28 @@ export class Replica {
     return this.state.get(key) ?? KeyRecord.initial();
   }
 
-  /** Applies a local delta and queues it for every peer. */
+  /**
+   * Merges `record` into the map for `key`: what changed the map (the smallest δ, see
+   * CrdtMap.mergeKeyDelta), or null when nothing did. With the test-only `mergeKeyInto`
+   * option, the whole record when it changed anything.
+   */
+  mergeKey(key: string, record: KeyRecord, conflicts?: LoanConflict[]): KeyRecord | null {
+    if (this.customJoin === undefined) return CrdtMap.mergeKeyDelta(this.state, key, record, conflicts);
+    return this.customJoin(this.state, key, record, conflicts) ? record : null;
+  }
+
+  /**
+   * Applies a local delta (or a whole record read back from storage) and queues for every peer
+   * only what it changed: a record holding every replica's counters ships as the few entries
+   * that moved.
+   */
   applyLocal(key: string, delta: Result<KeyRecord>): Result<KeyRecord> {
     if (!delta.ok) return delta;
     // Only keys that survive the codec may enter the map.
     if (!isValidKey(key))
       return err("GQ_ERR_INVALID_KEY", `invalid key ${JSON.stringify(key).slice(0, 300)}`);
-    if (this.mergeKey(this.state, key, delta.value)) this.shipper.record(key, delta.value);
+    const changed = this.mergeKey(key, delta.value);
+    if (changed !== null) this.shipper.record(key, changed);
     return delta;
   }
 
@@ -115,9 +131,9 @@ export class Replica {
     return this.applyLocal(key, KeyRecord.returnLoan(this.record(key), { borrower: this.id, ...ret }));
   }
 
-  /** The next delta frame for peer, or null when it is up to date. */
-  nextDeltaFrame(peer: string): DeltaFrame | null {
-    const batch = this.shipper.nextBatch(peer);
+  /** The next delta frame for peer (after the one of version `after`, see DeltaShipper.nextBatch), or null. */
+  nextDeltaFrame(peer: string, after = 0): DeltaFrame | null {
+    const batch = this.shipper.nextBatch(peer, after);
     if (!batch.ok || batch.value === null) return null;
     return { kind: "delta", from: this.id, version: batch.value.version, entries: batch.value.entries };
   }
@@ -132,9 +148,10 @@ export class Replica {
     const conflicts: LoanConflict[] = [];
     let changedKeys = 0;
     for (const { key, record } of frame.entries) {
-      if (this.mergeKey(this.state, key, record, conflicts)) {
+      const changed = this.mergeKey(key, record, conflicts);
+      if (changed !== null) {
         changedKeys++;
-        if (this.relay) this.shipper.record(key, record, frame.from);
+        if (this.relay) this.shipper.record(key, changed, frame.from);
       }
     }
     const ack: AckFrame | null =
@@ -159,14 +176,22 @@ export class Replica {
 
   private framesFor(keys: string[]): DeltaFrame[] {
     const frames: DeltaFrame[] = [];
-    for (let i = 0; i < keys.length; i += this.maxEntriesPerFrame) {
-      const entries: DeltaEntry[] = [];
-      for (const key of keys.slice(i, i + this.maxEntriesPerFrame)) {
-        const r = this.state.get(key);
-        if (r !== undefined) entries.push({ key, record: KeyRecord.copy(r) });
-      }
-      frames.push({ kind: "delta", from: this.id, version: 0, entries });
-    }
+    for (let i = 0; i < keys.length; i += this.maxEntriesPerFrame)
+      frames.push(this.stateFrame(keys.slice(i, i + this.maxEntriesPerFrame)));
     return frames;
+  }
+
+  /**
+   * One frame outside the ack stream (version 0) of these keys' full records as the map holds
+   * them now (keys it lacks are left out): a full sync built a frame at a time, so a large map
+   * is never copied whole.
+   */
+  stateFrame(keys: readonly string[]): DeltaFrame {
+    const entries: DeltaEntry[] = [];
+    for (const key of keys) {
+      const r = this.state.get(key);
+      if (r !== undefined) entries.push({ key, record: KeyRecord.copy(r) });
+    }
+    return { kind: "delta", from: this.id, version: 0, entries };
   }
 }

@@ -103,9 +103,14 @@ export class DeltaShipper {
    * from, when relaying). Returns the new version.
    */
   record(key: string, delta: KeyRecord, except?: string): number {
+    return this.recordFor(key, delta, (peer) => peer !== except);
+  }
+
+  /** Records a delta for key, for the peers `to` accepts (a relay to some peers only). Returns the new version. */
+  recordFor(key: string, delta: KeyRecord, to: (peer: string) => boolean): number {
     const version = ++this.current;
     for (const [peer, st] of this.peers) {
-      if (peer === except) continue;
+      if (!to(peer)) continue;
       const cur = st.buffer.get(key);
       if (cur !== undefined) {
         KeyRecord.mergeInto(cur.record, delta);
@@ -125,19 +130,24 @@ export class DeltaShipper {
     return version;
   }
 
-  /** The oldest unacknowledged entries (copies), or null when the peer is up to date. */
-  nextBatch(peer: string): Result<DeltaBatch | null> {
+  /**
+   * The oldest unacknowledged entries (copies), or null when the peer is up to date. With
+   * `after`, only entries whose latest change is above it: the batch that follows one already
+   * sent (its `version`) but not yet acknowledged, so one round can send several frames.
+   */
+  nextBatch(peer: string, after = 0): Result<DeltaBatch | null> {
     const st = this.peers.get(peer);
     if (st === undefined) return err("GQ_ERR_UNKNOWN_PEER", `unknown peer ${peer}`);
     if (st.buffer.size === 0) return ok(null);
     const entries: DeltaEntry[] = [];
     let version = 0;
     for (const [key, b] of st.buffer) {
+      if (b.version <= after) continue;
       if (entries.length >= this.maxEntriesPerFrame) break;
       entries.push({ key, record: KeyRecord.copy(b.record) });
       version = b.version;
     }
-    return ok({ version, entries });
+    return ok(entries.length === 0 ? null : { version, entries });
   }
 
   /** Applies a peer's ack. Idempotent; stale, repeated and future versions are harmless. */

@@ -85,6 +85,19 @@ describe("codec v1", () => {
     }
   });
 
+  it("round-trips a links frame and rejects a malformed one", () => {
+    const frame: Frame = { kind: "links", from: "us-east", up: ["eu-west", "ap-south"] };
+    const r = decodeFrame(encodeFrame(frame));
+    expect(r.ok && r.value).toEqual(frame);
+    expect(codeOf(wire([1, 5, "us", []]))).toBe("ok");
+    expect(codeOf(wire([1, 5, "us"]))).toBe("GQ_ERR_INVALID_SHAPE");
+    expect(codeOf(wire([1, 5, "us", ["b c"]]))).toBe("GQ_ERR_INVALID_ID");
+    expect(codeOf(wire([1, 5, "us", "eu"]))).toBe("GQ_ERR_INVALID_SHAPE");
+    expect(codeOf(wire([1, 5, "us", Array.from({ length: 5 }, (_, i) => `r${i}`)]), { idsMax: 4 })).toBe(
+      "GQ_ERR_TOO_MANY_ENTRIES",
+    );
+  });
+
   it("rejects each kind of malformed frame with its code", () => {
     const ids = ["us.1"];
     const good = [1, 1, "us", 5, ids, [["t|r", [0, 1]]]];

@@ -264,6 +264,34 @@ describe("mutators", () => {
   });
 });
 
+describe("the change a merge reports (mergeKeyDelta)", () => {
+  it("is the smallest δ: old ⊔ δ = new, δ ≤ what was merged, and every entry of δ moved old", () => {
+    fc.assert(
+      fc.property(mapArb, keyArb, recordArb, (s, key, src) => {
+        const before = s.get(key) ?? KeyRecord.initial();
+        const map = CrdtMap.copy(s);
+        const delta = CrdtMap.mergeKeyDelta(map, key, src);
+        const after = map.get(key) ?? KeyRecord.initial();
+        if (delta === null) return KeyRecord.equals(after, before) && KeyRecord.leq(src, before);
+        const strictlyNew = (m: ReadonlyMap<string, number>, old: ReadonlyMap<string, number>) =>
+          [...m].every(([id, v]) => !(v <= (old.get(id) ?? Number.NEGATIVE_INFINITY)));
+        return (
+          KeyRecord.equals(KeyRecord.join(before, delta), after) &&
+          KeyRecord.leq(delta, src) &&
+          KeyRecord.equals(after, KeyRecord.join(before, src)) &&
+          (s.get(key) === undefined ||
+            (strictlyNew(delta.consumed.p, before.consumed.p) &&
+              strictlyNew(delta.consumed.n, before.consumed.n) &&
+              strictlyNew(delta.denied, before.denied) &&
+              [...delta.loans].every(([k, l]) => after.loans.get(k) === l && before.loans.get(k) !== l) &&
+              [...delta.returned].every(([k, m]) => m.seq > (before.returned.get(k)?.seq ?? -1))))
+        );
+      }),
+      runs,
+    );
+  });
+});
+
 it("lattice suites are non-empty", () => {
   expect(lattices.length).toBe(6);
 });

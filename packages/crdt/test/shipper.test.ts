@@ -88,3 +88,57 @@ describe("DeltaShipper", () => {
     expect(b.ok && b.value?.entries[0]?.record.consumed.p.get("a.1")).toBe(1);
   });
 });
+
+describe("DeltaShipper: several frames per round, relays to some peers", () => {
+  it("nextBatch(peer, after) gives the entries past a batch already sent and not yet acknowledged", () => {
+    const s = new DeltaShipper({ peers: ["b"], maxEntriesPerFrame: 2 });
+    for (let i = 0; i < 5; i++) s.record(`t|k${i}`, delta("a.1", i));
+    const keysOf = (after: number) => {
+      const r = s.nextBatch("b", after);
+      return r.ok && r.value !== null
+        ? { keys: r.value.entries.map((e) => e.key), v: r.value.version }
+        : null;
+    };
+    const first = keysOf(0);
+    expect(first?.keys).toEqual(["t|k0", "t|k1"]);
+    const second = keysOf(first?.v ?? 0);
+    expect(second?.keys).toEqual(["t|k2", "t|k3"]);
+    const third = keysOf(second?.v ?? 0);
+    expect(third?.keys).toEqual(["t|k4"]);
+    expect(keysOf(third?.v ?? 0)).toBeNull();
+    // Nothing was acknowledged: a new round starts again from the oldest.
+    expect(keysOf(0)?.keys).toEqual(["t|k0", "t|k1"]);
+    s.ack("b", second?.v ?? 0);
+    expect(keysOf(0)?.keys).toEqual(["t|k4"]);
+  });
+
+  it("recordFor buffers for the peers it accepts only", () => {
+    const s = new DeltaShipper({ peers: ["b", "c", "d"] });
+    s.recordFor("t|x", delta("a.1", 1), (p) => p === "c");
+    expect([s.bufferedKeys("b"), s.bufferedKeys("c"), s.bufferedKeys("d")]).toEqual([0, 1, 0]);
+    s.record("t|y", delta("a.1", 2), "b");
+    expect([s.bufferedKeys("b"), s.bufferedKeys("c"), s.bufferedKeys("d")]).toEqual([0, 2, 1]);
+  });
+});
+
+describe("Replica.applyLocal: what leaves is what changed", () => {
+  it("a record read back whole (every replica's counters) queues only the entries that moved", async () => {
+    const { Replica } = await import("../src/index.js");
+    const r = new Replica({ id: "a", peers: ["b"] });
+    const whole = KeyRecord.initial();
+    for (const id of ["a.1", "b.1", "c.1", "d.1"]) whole.consumed.p.set(id, 10);
+    r.applyLocal("t|x", { ok: true, value: whole });
+    r.shipper.ack("b", r.shipper.version);
+    const next = KeyRecord.copy(whole);
+    next.consumed.p.set("a.1", 11);
+    r.applyLocal("t|x", { ok: true, value: next });
+    const batch = r.shipper.nextBatch("b");
+    const shipped = batch.ok ? batch.value?.entries[0]?.record : undefined;
+    expect(shipped?.consumed.p).toEqual(new Map([["a.1", 11]]));
+    expect(r.state.get("t|x")?.consumed.p.size).toBe(4);
+    // Nothing moved: nothing queued.
+    r.shipper.ack("b", r.shipper.version);
+    r.applyLocal("t|x", { ok: true, value: next });
+    expect(r.shipper.bufferedKeys("b")).toBe(0);
+  });
+});

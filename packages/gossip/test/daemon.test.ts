@@ -22,6 +22,8 @@ function policy(tenant: string, resource: string): KeyPolicy {
 
 class FakeStore implements DaemonStore {
   dirty: string[] = [];
+  /** Keys read (readKey), in order. */
+  reads: string[] = [];
   states = new Map<string, KeyReading>();
   merges: Array<{ key: string; record: KeyRecord }> = [];
   grants: Array<{ key: string; borrower: string; units: number }> = [];
@@ -32,21 +34,29 @@ class FakeStore implements DaemonStore {
   async sweepKeys() {
     return { cursor: "0", keys: [] };
   }
+  /** Counters merges wrote, per key: every read returns them too (a wiped key: delete its entry). */
+  kept = new Map<string, KeyRecord>();
   async readKey(p: KeyPolicy): Promise<KeyReading> {
     const k = `${p.tenant}|${p.resource}`;
-    return (
-      this.states.get(k) ?? {
-        nowUs: this.nowUs,
-        recovering: false,
-        record: KeyRecord.initial(),
-        reserved: {},
-        current: {},
-        inUse: [],
-      }
-    );
+    this.reads.push(k);
+    const state = this.states.get(k) ?? {
+      nowUs: this.nowUs,
+      recovering: false,
+      record: KeyRecord.initial(),
+      reserved: {},
+      current: {},
+      inUse: [],
+    };
+    const kept = this.kept.get(k);
+    return kept === undefined ? state : { ...state, record: KeyRecord.join(state.record, kept) };
   }
   async mergeRemote(p: KeyPolicy, record: KeyRecord) {
-    this.merges.push({ key: `${p.tenant}|${p.resource}`, record: KeyRecord.copy(record) });
+    const k = `${p.tenant}|${p.resource}`;
+    this.merges.push({ key: k, record: KeyRecord.copy(record) });
+    // As Redis does: the counters are kept (max per entry) and the next read returns them.
+    const kept = this.kept.get(k) ?? KeyRecord.initial();
+    KeyRecord.mergeInto(kept, { ...KeyRecord.initial(), consumed: record.consumed, denied: record.denied });
+    this.kept.set(k, kept);
   }
   async grantLoan(p: KeyPolicy, borrower: string, units: number): Promise<Loan | null> {
     this.grants.push({ key: `${p.tenant}|${p.resource}`, borrower, units });
@@ -88,16 +98,23 @@ class FakeLink {
   }
 }
 
-function setup(decodeLimits = {}) {
+function setup(decodeLimits = {}, now?: () => number, digestBuckets?: number) {
   const store = new FakeStore();
   const link = new FakeLink();
   const daemon = new GossipDaemon(
-    { region: "us-east", peers: regions, round: { minMs: 200, maxMs: 500 }, decodeLimits },
+    {
+      region: "us-east",
+      peers: regions,
+      round: { minMs: 200, maxMs: 500 },
+      decodeLimits,
+      ...(digestBuckets !== undefined ? { digestBuckets } : {}),
+    },
     {
       store,
       link,
       policies: { resolve: (t, r) => ({ policy: policy(t, r), regions: quotas }) },
       random: () => 0.5,
+      ...(now !== undefined ? { now } : {}),
     },
   );
   return { store, link, daemon };
@@ -128,6 +145,9 @@ describe("gossip daemon: bad frames", () => {
       },
     ],
     ["truncated frame", () => good().slice(0, 10)],
+    // A newer release's kind, within version 1 (as the release before this one sees `links`,
+    // kind 5: README-protocol.md, "Mixed versions"): dropped, counted, nothing else.
+    ["a frame kind from a newer release", () => encode([1, 6, "eu-west", ["ap-south"]])],
     ["forged sender", () => delta("ap-south", [{ key: "t1|r1", record: record("ap-south.a", 5) }])],
   ];
   for (const [name, make] of cases) {
@@ -196,22 +216,19 @@ describe("gossip daemon: deltas, acks, rounds", () => {
       current: {},
       inUse: [],
     });
-    // Round 1 sends each peer the full state (a new peer knows nothing), round 2
-    // the buffered delta; once acknowledged, nothing more goes out.
-    for (let round = 0; round < 2; round++) {
-      await daemon.round();
-      for (const peer of ["eu-west", "ap-south"]) {
-        const deltas = link.frames(peer).filter((f) => f.kind === "delta");
-        expect(deltas.length).toBeGreaterThanOrEqual(1);
-        for (const d of deltas) {
-          if (d.kind !== "delta") continue;
-          expect(d.entries[0]!.record.consumed.p.get("us-east.x")).toBe(3);
-          if (d.version > 0)
-            daemon.onFrame(peer, encodeFrame({ kind: "ack", from: peer, version: d.version }));
-        }
+    // The round sends each peer the full state (a new peer knows nothing, version 0)
+    // and the buffered delta; once that is acknowledged, nothing more goes out.
+    await daemon.round();
+    for (const peer of ["eu-west", "ap-south"]) {
+      const deltas = link.frames(peer).filter((f) => f.kind === "delta");
+      expect(deltas.map((d) => d.kind === "delta" && d.version > 0)).toEqual([false, true]);
+      for (const d of deltas) {
+        if (d.kind !== "delta") continue;
+        expect(d.entries[0]!.record.consumed.p.get("us-east.x")).toBe(3);
+        if (d.version > 0) daemon.onFrame(peer, encodeFrame({ kind: "ack", from: peer, version: d.version }));
       }
-      link.sent = [];
     }
+    link.sent = [];
     await daemon.round();
     expect(link.frames().filter((f) => f.kind === "delta")).toHaveLength(0);
   });
@@ -332,7 +349,10 @@ describe("gossip daemon: durability before shipping (DESIGN §4)", () => {
     store.dirty.push("t1|r1");
     await daemon.round();
     expect(store.waitedSince).toEqual([readTicket]);
-    expect(shippedLoans(link, "eu-west")).toEqual([loan]);
+    // In the full sync of a new peer and in the delta: the one loan, certified.
+    expect(new Set(shippedLoans(link, "eu-west").map((l) => JSON.stringify(l)))).toEqual(
+      new Set([JSON.stringify(loan)]),
+    );
   });
 
   it("a grant reported durable needs no second wait when read back", async () => {
@@ -465,6 +485,394 @@ describe("gossip daemon: woken by its limiters", () => {
     // A wake past minMs whose round is due soon anyway changes nothing either.
     nowMs = 380;
     daemon.wake();
+    expect(pending()).toEqual([350]);
+    await daemon.stop();
+  });
+});
+
+/** Rounds until no delta with entries goes out, every delta acknowledged (full syncs and buffers done). */
+async function settle(daemon: GossipDaemon, link: FakeLink): Promise<void> {
+  for (let i = 0; i < 5; i++) {
+    await daemon.round();
+    let any = false;
+    for (const peer of ["eu-west", "ap-south"])
+      for (const f of link.frames(peer))
+        if (f.kind === "delta" && f.entries.length > 0) {
+          any = true;
+          if (f.version > 0)
+            daemon.onFrame(peer, encodeFrame({ kind: "ack", from: peer, version: f.version }));
+        }
+    link.sent = [];
+    if (!any) return;
+  }
+}
+
+describe("gossip daemon: work follows what changed (issue 24 point 7)", () => {
+  it("a full sync goes out 16 frames of 1,000 keys per round, resumed where the socket refused one", async () => {
+    const { store, link, daemon } = setup();
+    for (let i = 0; i < 40_000; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, {
+        nowUs: 1_000_000,
+        recovering: false,
+        record: record("us-east.x", 1),
+        reserved: {},
+        current: {},
+        inUse: [],
+      });
+    }
+    const fullSync = (peer: string) =>
+      link.frames(peer).filter((f) => f.kind === "delta" && f.version === 0).length;
+    let refuse = 3; // eu-west's socket takes 3 full-sync frames, then refuses one
+    const send = link.send.bind(link);
+    link.send = (peer, bytes) => {
+      const f = decodeFrame(bytes);
+      const syncFrame = f.ok && f.value.kind === "delta" && f.value.version === 0;
+      return peer === "eu-west" && syncFrame && refuse-- <= 0 ? false : send(peer, bytes);
+    };
+    await daemon.round();
+    expect(fullSync("eu-west")).toBe(3);
+    expect(fullSync("ap-south")).toBe(16);
+    link.sent = [];
+    refuse = 1_000;
+    await daemon.round();
+    await daemon.round();
+    expect(fullSync("eu-west")).toBe(32);
+    expect(fullSync("ap-south")).toBe(24); // 40 frames in all, then done
+    link.sent = [];
+    await daemon.round();
+    expect(fullSync("eu-west")).toBe(5);
+    expect(fullSync("ap-south")).toBe(0);
+  });
+
+  const reading = (rec: KeyRecord, extra: Partial<KeyReading> = {}): KeyReading => ({
+    nowUs: 1_000_000,
+    recovering: false,
+    record: rec,
+    reserved: {},
+    current: {},
+    inUse: [],
+    ...extra,
+  });
+
+  it("a key read once, at its bases and without loans, is not read again until it changes; one that lends is read every round", async () => {
+    const { store, daemon } = setup();
+    for (let i = 0; i < 50; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, reading(record("us-east.x", i + 1)));
+    }
+    store.states.set("t7|r", reading(record("us-east.x", 8), { reserved: { "eu-west": 50_000 } }));
+    await daemon.round();
+    expect(store.reads).toHaveLength(50);
+    store.reads = [];
+    for (let i = 0; i < 3; i++) await daemon.round();
+    expect(store.reads).toEqual(["t7|r", "t7|r", "t7|r"]);
+    expect(daemon.status().activeKeys).toBe(1);
+    // The loan is gone: the key stops being read.
+    store.states.set("t7|r", reading(record("us-east.x", 8)));
+    store.reads = [];
+    for (let i = 0; i < 3; i++) await daemon.round();
+    expect(store.reads).toEqual(["t7|r"]);
+  });
+
+  it("drains the change feed past one call's budget in the same round", async () => {
+    const { store, daemon } = setup();
+    for (let i = 0; i < 25_000; i++) store.dirty.push(`t${i}|r`);
+    await daemon.round();
+    expect(store.dirty).toHaveLength(0);
+    expect(store.reads).toHaveLength(25_000);
+  });
+
+  it("a key peers changed is read in the next round, not every round after", async () => {
+    const { store, daemon } = setup();
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 5) }], 1));
+    await daemon.round();
+    await daemon.round();
+    await daemon.round();
+    expect(store.reads).toEqual(["t1|r1"]);
+  });
+
+  it("sends again the changes of a frame the peer dropped, though it acked the frames after it", async () => {
+    const { store, link, daemon } = setup();
+    await settle(daemon, link);
+    for (let i = 0; i < 2_500; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, reading(record("us-east.x", 1)));
+    }
+    await daemon.round();
+    const frames = link.frames("eu-west").flatMap((f) => (f.kind === "delta" && f.version > 0 ? [f] : []));
+    expect(frames.length).toBe(3);
+    const lost = new Set(frames[0]?.entries.map((e) => e.key));
+    // eu-west's transport dropped the first (its inbound rate limit); it merged and acked the others.
+    for (const f of frames.slice(1))
+      daemon.onFrame("eu-west", encodeFrame({ kind: "ack", from: "eu-west", version: f.version }));
+    link.sent = [];
+    await daemon.round();
+    const again = new Set(
+      link.frames("eu-west").flatMap((f) => (f.kind === "delta" ? f.entries.map((e) => e.key) : [])),
+    );
+    expect(lost.size).toBe(1_000);
+    expect([...lost].filter((k) => !again.has(k))).toEqual([]);
+    // Acked in order this time: nothing is left to send.
+    await settle(daemon, link);
+    await daemon.round();
+    expect(link.frames("eu-west").filter((f) => f.kind === "delta" && f.entries.length > 0)).toEqual([]);
+  });
+
+  it("sends a peer more than one frame of changes in a round", async () => {
+    const { store, link, daemon } = setup();
+    for (let i = 0; i < 2_500; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, reading(record("us-east.x", 1)));
+    }
+    await settle(daemon, link);
+    for (let i = 0; i < 2_500; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, reading(record("us-east.x", 2)));
+    }
+    await daemon.round();
+    const deltas = link.frames("eu-west").filter((f) => f.kind === "delta");
+    expect(deltas.length).toBe(3); // 1,000 entries per frame
+    expect(deltas.reduce((n, f) => n + (f.kind === "delta" ? f.entries.length : 0), 0)).toBe(2_500);
+  });
+
+  it("ships a key's changed counters only, not every replica's it read back", async () => {
+    const { store, link, daemon } = setup();
+    const whole = KeyRecord.initial();
+    for (const id of ["us-east.x", "eu-west.a", "ap-south.b"]) whole.consumed.p.set(id, 10);
+    store.states.set("t1|r1", reading(whole));
+    store.dirty.push("t1|r1");
+    await settle(daemon, link);
+    const next = KeyRecord.copy(whole);
+    next.consumed.p.set("us-east.x", 11);
+    store.states.set("t1|r1", reading(next));
+    store.dirty.push("t1|r1");
+    await daemon.round();
+    const shipped = link
+      .frames("eu-west")
+      .flatMap((f) => (f.kind === "delta" ? f.entries : []))
+      .map((e) => [...e.record.consumed.p]);
+    expect(shipped).toEqual([[["us-east.x", 11]]]);
+  });
+
+  it("relays what one peer sent only to peers whose links frame says they do not hear it", async () => {
+    const { link, daemon } = setup();
+    const sent = () => link.frames("ap-south").filter((f) => f.kind === "delta" && f.entries.length > 0);
+    await settle(daemon, link); // the full syncs of a start
+    // ap-south has not said which links it has: it gets eu-west's change relayed.
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 5) }], 1));
+    await daemon.round();
+    expect(sent().length).toBeGreaterThan(0);
+    await settle(daemon, link);
+    // It hears eu-west itself: nothing more is relayed to it.
+    daemon.onFrame("ap-south", encodeFrame({ kind: "links", from: "ap-south", up: ["eu-west"] }));
+    link.sent = [];
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 6) }], 2));
+    await daemon.round();
+    expect(sent()).toEqual([]);
+    // Its link to eu-west went down: relayed again.
+    daemon.onFrame("ap-south", encodeFrame({ kind: "links", from: "ap-south", up: [] }));
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 7) }], 3));
+    await daemon.round();
+    const relayed = sent().flatMap((f) => (f.kind === "delta" ? f.entries : []));
+    expect(relayed.map((e) => e.record.consumed.p.get("eu-west.a"))).toEqual([7]);
+    // And every round tells each peer which links this region has.
+    expect(link.frames("eu-west").filter((f) => f.kind === "links")).toContainEqual({
+      kind: "links",
+      from: "us-east",
+      up: ["ap-south"],
+    });
+  });
+
+  it("writes into Redis the counters peers changed, and the whole record when Redis lacks some", async () => {
+    const { store, daemon } = setup();
+    const first = KeyRecord.initial();
+    first.consumed.p.set("eu-west.a", 5);
+    first.consumed.p.set("ap-south.b", 9);
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: first }], 1));
+    await daemon.round();
+    store.states.set("t1|r1", reading(KeyRecord.copy(first)));
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: record("eu-west.a", 6) }], 2));
+    await daemon.round();
+    expect(store.merges.map((m) => [...m.record.consumed.p])).toEqual([
+      [
+        ["eu-west.a", 5],
+        ["ap-south.b", 9],
+      ],
+      [["eu-west.a", 6]],
+    ]);
+    // The key expired in Redis (its counters gone): the next read finds them missing.
+    store.states.set("t1|r1", reading(KeyRecord.initial()));
+    store.kept.delete("t1|r1");
+    store.dirty.push("t1|r1");
+    await daemon.round();
+    await daemon.round();
+    expect([...(store.merges.at(-1)?.record.consumed.p ?? [])]).toEqual([
+      ["eu-west.a", 6],
+      ["ap-south.b", 9],
+    ]);
+  });
+
+  it("a digest frame covers at most 2,000 keys: the buckets grow with the map", async () => {
+    const { store, link, daemon } = setup({}, undefined, 1);
+    for (let i = 0; i < 5_000; i++) {
+      store.dirty.push(`t${i}|r`);
+      store.states.set(`t${i}|r`, reading(record("us-east.x", 1)));
+    }
+    for (let i = 0; i < 20; i++) await daemon.round();
+    const digests = link.frames("eu-west").filter((f) => f.kind === "digest");
+    expect(digests.length).toBe(2);
+    for (const d of digests) {
+      expect(d.kind === "digest" && d.bucketCount).toBe(4);
+      expect(d.kind === "digest" && d.entries.length).toBeLessThanOrEqual(2_000);
+    }
+  });
+
+  it("forgets the demand estimate of a cold key, keeps a watched key's", async () => {
+    let nowMs = 0;
+    const { store, daemon } = setup({}, () => nowMs);
+    store.states.set("cold|r", reading(record("us-east.x", 1)));
+    store.states.set("lent|r", reading(record("us-east.x", 1), { reserved: { "eu-west": 50_000 } }));
+    store.dirty.push("cold|r", "lent|r");
+    await daemon.round();
+    expect(daemon.status().memoryKeys).toBe(2);
+    nowMs += 10_000;
+    await daemon.round();
+    expect(daemon.status().memoryKeys).toBe(1);
+  });
+});
+
+describe("gossip daemon: woken by its peers", () => {
+  /** A daemon on fake timers and a fake clock; `pending()` lists the armed timers' delays. */
+  function onFakeTimers() {
+    const clock = { nowMs: 0 };
+    const timers = new Map<number, { fn: () => void; ms: number }>();
+    let nextId = 0;
+    const store = new FakeStore();
+    // r = 1,000/s: a region's base slice refills 333/s.
+    const fast = (t: string, r: string): KeyPolicy => ({
+      ...policy(t, r),
+      limit: { algorithm: "token_bucket", capacity: 1000, refillPerSecond: 1000 },
+    });
+    const daemon = new GossipDaemon(
+      { region: "us-east", peers: regions, round: { minMs: 200, maxMs: 500, fastMs: 40 } },
+      {
+        store,
+        link: new FakeLink(),
+        policies: { resolve: (t, r) => ({ policy: fast(t, r), regions: quotas }) },
+        random: () => 0.5,
+        now: () => clock.nowMs,
+        timers: {
+          setTimeout: (fn, ms) => {
+            timers.set(++nextId, { fn, ms });
+            return nextId;
+          },
+          clearTimeout: (id) => timers.delete(id as number),
+        },
+      },
+    );
+    const pending = () => [...timers.values()].map((t) => t.ms);
+    return { clock, store, daemon, pending, timers };
+  }
+
+  /** eu-west's counters of t1|r1: `admitted` and `denied` so far. */
+  const euWest = (admitted: number, denied: number, version: number) => {
+    const r = KeyRecord.initial();
+    r.consumed.p.set("eu-west.a", admitted);
+    r.denied.set("eu-west.a", denied);
+    return delta("eu-west", [{ key: "t1|r1", record: r }], version);
+  };
+
+  it("a peer's denials that would move a key's targets bring the next round forward; a trickle does not", async () => {
+    const { clock, store, daemon, pending } = onFakeTimers();
+    daemon.start();
+    // A round knows the key: eu-west well inside its slice.
+    daemon.onFrame("eu-west", euWest(1, 0, 1));
+    await daemon.round();
+    store.nowUs += 300_000;
+    clock.nowMs = 10;
+    daemon.onFrame("eu-west", euWest(2, 0, 2));
+    await daemon.round();
+    expect(pending()).toEqual([350]);
+    // A trickle of denials: the targets would stay at the bases.
+    clock.nowMs = 20;
+    daemon.onFrame("eu-west", euWest(2, 1, 3));
+    expect(pending()).toEqual([350]);
+    // eu-west's demand jumps past its slice: its denials grow by hundreds.
+    clock.nowMs = 30;
+    daemon.onFrame("eu-west", euWest(100, 300, 4));
+    expect(pending()).toEqual([60]); // 40 + 0.5 · 40
+    await daemon.stop();
+  });
+
+  it("a peer's frame reads only the sender's news: this region's own counters, read at its rounds, are no decay", async () => {
+    const { clock, store, daemon, pending } = onFakeTimers();
+    daemon.start();
+    // us-east itself is hot (600/s against its 333/s slice): its targets are off the bases.
+    const own = (admitted: number, at: number) => {
+      store.nowUs = 1_000_000 + at * 1000;
+      store.states.set("t1|r1", {
+        nowUs: store.nowUs,
+        recovering: false,
+        record: record("us-east.x", admitted),
+        reserved: {},
+        current: {},
+        inUse: [],
+      });
+      store.dirty.push("t1|r1");
+    };
+    for (let i = 0; i < 4; i++) {
+      own(180 * i, 300 * i);
+      await daemon.round();
+    }
+    // eu-west sends a denial or two: nothing that moves targets, whatever time passed here.
+    clock.nowMs = 50;
+    daemon.onFrame("eu-west", euWest(1, 1, 1));
+    expect(pending()).toEqual([350]);
+    await daemon.stop();
+  });
+
+  it("a return of a loan this region granted brings the next round forward", async () => {
+    const { clock, daemon, pending } = onFakeTimers();
+    daemon.start();
+    clock.nowMs = 10;
+    const r = KeyRecord.initial();
+    r.returned.set("us-east>eu-west", { lender: "us-east", borrower: "eu-west", seq: 9 });
+    daemon.onFrame("eu-west", delta("eu-west", [{ key: "t1|r1", record: r }], 1));
+    expect(pending()).toEqual([60]);
+    await daemon.stop();
+  });
+
+  it("the limiters' and the peers' wakes each bring at most one round forward per minMs", async () => {
+    const { clock, daemon, pending, timers } = onFakeTimers();
+    daemon.start();
+    clock.nowMs = 10;
+    daemon.wake();
+    expect(pending()).toEqual([60]);
+    // The early round runs; the timer's next one is armed.
+    clock.nowMs = 70;
+    daemon.wake(); // a second limiter wake within minMs: nothing
+    const returned = (seq: number, version: number) => {
+      const r = KeyRecord.initial();
+      r.returned.set("us-east>eu-west", { lender: "us-east", borrower: "eu-west", seq });
+      return delta("eu-west", [{ key: "t1|r1", record: r }], version);
+    };
+    expect(pending()).toEqual([60]);
+    // The early round runs; the timer's next round is armed.
+    const [id, t] = [...timers.entries()][0] as [number, { fn: () => void; ms: number }];
+    timers.delete(id);
+    t.fn();
+    while (timers.size === 0) await new Promise((r) => setImmediate(r));
+    expect(pending()).toEqual([350]);
+    // A peer's wake has a budget of its own: the limiter's wake 60 ms ago does not hold it back.
+    clock.nowMs = 80;
+    daemon.onFrame("eu-west", returned(9, 1));
+    expect(pending()).toEqual([60]);
+    // Within minMs of the peer's wake, the next one brings nothing forward.
+    for (const [k] of timers) timers.delete(k);
+    timers.set(999, { fn: () => {}, ms: 350 });
+    clock.nowMs = 100;
+    daemon.onFrame("eu-west", returned(10, 2));
     expect(pending()).toEqual([350]);
     await daemon.stop();
   });

@@ -155,6 +155,19 @@ describe("lending", () => {
     expect(planLoans(l, THREE, hot)).toEqual({ eu: 310_000 });
   });
 
+  it("renews at the current size when the wanted loan shrank by less than 5% of U; shrinks past it, ends at none", () => {
+    const l = lender({ reserved: { eu: 313_333 }, current: { eu: 313_333 } });
+    // us itself wants a little more: its ideal loan to eu is 30k smaller (a demand estimate's noise).
+    expect(planLoans(l, THREE, { eu: 930_000, us: 50_000, ap: 20_000 })).toEqual({ eu: 313_333 });
+    // 70k smaller: shrunk.
+    expect(planLoans(l, THREE, { eu: 890_000, us: 90_000, ap: 20_000 })).toEqual({ eu: 243_333 });
+    // No deficit anywhere: no loan, whatever the band.
+    expect(planLoans(l, THREE, { eu: 333_333, us: 333_333, ap: 333_334 })).toEqual({});
+    // Growth follows the 1% band as before.
+    const small = lender({ reserved: { eu: 200_000 }, current: { eu: 200_000 } });
+    expect(planLoans(small, THREE, hot)).toEqual({ eu: 313_333 });
+  });
+
   it("never lets reservations exceed base − floor, even while a larger old grant is still reserved", () => {
     // Demand moved from eu to ap: the old 300k grant to eu stays reserved until it expires.
     const l = lender({ reserved: { eu: 300_000 }, current: { eu: 300_000 } });

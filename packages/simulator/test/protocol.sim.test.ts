@@ -182,11 +182,39 @@ describe("utilization and re-weighting (production daemon)", () => {
     });
   }, 120_000);
 
+  // The bench's 90/5/5 split at 1.5·r (section 5): the two small regions' demand sits near their
+  // slices, so its estimates' noise moves the targets a little every round. Loans renewed at
+  // their size unless the wanted one shrank by 5% of U keep what the lenders reserve in use:
+  // these seeds average 0.956 of r over the whole run, burst included (0.932 when every 1% move
+  // shrank a loan, whose lender reserved the larger one for D + ε more).
+  it("a 90/5/5 split keeps ≥ 0.945 of r on average (loans not shrunk by noise)", async () => {
+    let sum = 0;
+    const seeds = 10;
+    await runSeedsAsync("90/5/5", { count: seeds, firstSeed: 4_000_001 }, async (seed) => {
+      const r = await runModel(
+        scenarioFor(seed, {
+          regions: 3,
+          refillPerSecond: 200,
+          capacity: 200,
+          reweighting: true,
+          clients: DEFAULT_MODEL_OPTIONS.clients,
+          faults: QUIET,
+          demand: { kind: "phases", phases: [{ atUs: 0, rates: [1.35, 0.075, 0.075] }] },
+          durationUs: 14_000_000,
+        }),
+      );
+      mustPass(r);
+      sum += r.admitted / (200 * 14);
+    });
+    expect(sum / seeds).toBeGreaterThanOrEqual(0.945);
+  }, 120_000);
+
   // Virtual time (deterministic per seed), not this machine's speed: with the fast rounds while
-  // targets move and a 150 ms demand half-life these seeds take 0.85–1.25 s (without the fast
-  // rounds 0.8–1.36 s: the half-life carries most of it); at the old 500 ms half-life without
-  // fast rounds, 2.2–2.6 s (issue 24 point 6).
-  it("quota follows a moving hot spot within 1.6 s of simulated time", async () => {
+  // targets move, the peers' wakes (a peer's denials that move the targets, a loan given back)
+  // and a 100 ms demand half-life these seeds take 0.65–0.87 s (20 more seeds: 0.57–1.14 s);
+  // at 150 ms without the peers' wakes 0.85–1.25 s; at the old 500 ms half-life without fast
+  // rounds, 2.2–2.6 s (issue 24 point 6).
+  it("quota follows a moving hot spot within 1.2 s of simulated time", async () => {
     await runSeedsAsync("demand shift", { count: 6, firstSeed: 3_000_001 }, async (seed) => {
       const r = await runModel(
         scenarioFor(seed, {
@@ -201,7 +229,7 @@ describe("utilization and re-weighting (production daemon)", () => {
         }),
       );
       mustPass(r);
-      if (r.reweightUs === undefined || r.reweightUs > 1_600_000) {
+      if (r.reweightUs === undefined || r.reweightUs > 1_200_000) {
         throw new Error(`re-weighting took ${r.reweightUs} µs`);
       }
     });

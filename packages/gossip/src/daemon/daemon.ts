@@ -1,10 +1,11 @@
 // The gossip daemon of one region: every round (uniform in [minMs, maxMs])
 // it folds local changes from its Redis into the replicated CRDT map, runs the
-// re-weighting policy for every active key (policy-step.ts: grants, renewals,
-// early returns, all executed by Redis scripts with Redis TIME), and ships
-// each peer the deltas it has not acknowledged (frames.ts, which also
-// validates and merges what peers send; merged keys are written into Redis
-// here, serialized with the rounds). The daemon holds no authority of its
+// re-weighting policy for every key that changed or is watched (policy-step.ts:
+// grants, renewals, early returns, all executed by Redis scripts with Redis
+// TIME), and ships each peer the deltas it has not acknowledged (frames.ts,
+// which also validates and merges what peers send; merged keys are written
+// into Redis here, serialized with the rounds). A round's work follows the
+// keys that changed, not the keys that exist (issue 24 point 7). The daemon holds no authority of its
 // own: Redis is the source of truth, the map is a cache a restart rebuilds.
 import type { KeyPolicy } from "@geoquota/core";
 import {
@@ -13,7 +14,7 @@ import {
   decodeKey,
   encodeKey,
   GCounter,
-  type KeyRecord,
+  KeyRecord,
   PNCounter,
   Replica,
 } from "@geoquota/crdt";
@@ -42,12 +43,21 @@ export interface DaemonOptions {
    * Default: minMs / 4 (50 ms at the default minMs of 200).
    */
   round: { minMs: number; maxMs: number; fastMs?: number };
-  /** Keys read from the change feed per round. */
+  /**
+   * Keys read from the change feed per round at most (in calls of up to 10,000): enough for 1%
+   * of a million keys changing in every one of ten regions (each merge marks its key changed).
+   */
   dirtyPerRound?: number;
   /** Keys visited per round by the slow full sweep (anti-entropy against a lost change feed). */
   sweepPerRound?: number;
-  /** A key with no demand and no loans is dropped from the active set after this long. */
+  /**
+   * The demand estimate of a key that holds no loans and whose targets are the bases is
+   * forgotten this long after its last run if its demand was under 10% of every base rate
+   * (memoryMs), else after idleMs (policy-step.ts).
+   */
   idleMs?: number;
+  /** See idleMs. Default 4 · maxMs. */
+  memoryMs?: number;
   /** A digest of one bucket is sent every this many rounds. */
   digestEveryRounds?: number;
   digestBuckets?: number;
@@ -105,6 +115,40 @@ export interface DaemonTimers {
   clearTimeout(handle: unknown): void;
 }
 
+/** pendingMerge: write the map's whole record (not only what changed). */
+const FULL = "full";
+
+/** What woke the daemon (wake()): its limiters, or a peer's frame. */
+type WakeSource = "limiter" | "peer";
+
+/** Keys of one peer frame looked at for a wake (wakeOnPeerShift): bounds the cost of a busy frame. */
+const PEER_WAKE_LOOKS = 64;
+
+/** The store's largest drain per call (@geoquota/redis drainDirty). */
+const DRAIN_CALL_MAX = 10_000;
+/** Keys a round processes at once: enough to keep Redis pipelined, few enough to bound memory. */
+const KEYS_IN_FLIGHT = 256;
+/**
+ * Changed keys buffered per peer until it acknowledges them; past it, the peer gets a full
+ * sync instead (crdt DeltaShipper). Several rounds of 1% of a million keys changing.
+ */
+export const MAX_BUFFERED_KEYS = 100_000;
+
+/** `fn` over `items`, at most `limit` at once; results in item order. */
+async function eachLimited<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < items.length; i = next++) out[i] = await fn(items[i]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
 const REAL_TIMERS: DaemonTimers = {
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
@@ -114,7 +158,10 @@ export interface DaemonStatus {
   region: string;
   rounds: number;
   lastRoundMs: number;
+  /** Keys run every round whether or not they changed (loans, targets off the bases). */
   activeKeys: number;
+  /** Keys whose demand estimate is kept (run lately, or watched). */
+  memoryKeys: number;
   knownKeys: number;
   badFrames: number;
   loansGranted: number;
@@ -133,7 +180,11 @@ export interface DaemonStatus {
 
 export class GossipDaemon {
   private readonly replica: Replica;
-  private readonly pendingMerge = new Set<string>();
+  /**
+   * Keys to write into Redis, each with the counter entries peers changed since its last merge
+   * (FULL: the map's whole record, a region in recovery re-learning what it lost).
+   */
+  private readonly pendingMerge = new Map<string, KeyRecord | typeof FULL>();
   /** Loans and returns that a durability wait covered (what may leave the region). */
   private readonly durable = new DurableLedger();
   private readonly frames: FrameHandling;
@@ -155,7 +206,8 @@ export class GossipDaemon {
   private sharesMoving = false;
   /** When the pending round timer fires (this.now() ms); see wake(). */
   private timerDueMs = 0;
-  private lastWakeMs: number | undefined;
+  /** The last wake of each source (wake()): each brings at most one round forward per minMs. */
+  private readonly lastWakeMs = new Map<WakeSource, number>();
   private wakeNext = false;
   private readonly random: () => number;
   private readonly now: () => number;
@@ -169,9 +221,10 @@ export class GossipDaemon {
       region: options.region,
       peers: options.peers.filter((p) => p !== options.region),
       round: options.round,
-      dirtyPerRound: options.dirtyPerRound ?? 5000,
+      dirtyPerRound: options.dirtyPerRound ?? 200_000,
       sweepPerRound: options.sweepPerRound ?? 200,
       idleMs: options.idleMs ?? 30_000,
+      memoryMs: options.memoryMs ?? 4 * options.round.maxMs,
       digestEveryRounds: options.digestEveryRounds ?? 10,
       digestBuckets: options.digestBuckets ?? 16,
       policy: options.policy ?? DEFAULT_POLICY_OPTIONS,
@@ -183,7 +236,7 @@ export class GossipDaemon {
       // Versions start from wall-clock µs so that a late ack addressed to the
       // previous run of this daemon cannot acknowledge this run's deltas.
       startVersion: (deps.wallNowMs ?? Date.now)() * 1000,
-      ...(options.maxBufferedKeys !== undefined ? { maxBufferedKeys: options.maxBufferedKeys } : {}),
+      maxBufferedKeys: options.maxBufferedKeys ?? MAX_BUFFERED_KEYS,
     });
     this.random = deps.random ?? Math.random;
     this.now = deps.now ?? (() => performance.now());
@@ -211,10 +264,12 @@ export class GossipDaemon {
       // map, written into Redis once the policy is known): a full sync sent
       // then is not sent again.
       knows: (key) => !this.policyKnown() || this.policyFor(key) !== undefined,
-      onMerged: (keys) => {
-        for (const k of keys) this.pendingMerge.add(k);
+      onMerged: (changes, from) => {
+        for (const { key, delta } of changes) this.queueMerge(key, delta);
         this.flushMerges();
+        this.wakeOnPeerShift(changes, from);
       },
+      linksFreshMs: 4 * this.opts.round.maxMs,
       onClock: (peer, frame) => {
         const clocks = this.clocks;
         const r = clocks?.incoming(peer, frame, this.now() * 1000);
@@ -235,6 +290,8 @@ export class GossipDaemon {
       region: this.opts.region,
       policy: this.opts.policy,
       idleMs: this.opts.idleMs,
+      memoryMs: this.opts.memoryMs,
+      minRoundMs: this.opts.round.minMs,
       store: deps.store,
       link: deps.link,
       replica: this.replica,
@@ -287,17 +344,31 @@ export class GossipDaemon {
     }, delay);
   }
 
+  /** Whether wake(by) now would bring a round forward (cheap: callers look for a reason only then). */
+  private mayWake(by: WakeSource): boolean {
+    if (!this.running) return false;
+    const now = this.now();
+    const last = this.lastWakeMs.get(by);
+    if (last !== undefined && now - last < this.opts.round.minMs) return false;
+    return this.timer === undefined || this.timerDueMs - now > 2 * this.fastMs();
+  }
+
   /**
-   * Demand crossed this region's slice (its limiter started denying a key, DESIGN §3 "Demand,
-   * targets and lending"): the next round comes in [fastMs, 2·fastMs] instead of at the timer's
-   * end, so the shift is seen a round sooner here and shipped to the lenders. Still jittered,
-   * and at most one early round per minMs: a limiter that keeps waking cannot spin the daemon.
+   * Demand crossed a slice (DESIGN §3 "Demand, targets and lending"): this region's limiter
+   * started denying a key (`limiter`), or a peer's counters would move a key's targets here or
+   * a loan this region granted came back (`peer`, wakeOnPeerShift). The next round comes in
+   * [fastMs, 2·fastMs] instead of at the timer's end, so the shift is seen a round sooner here
+   * and what it calls for (returns, grants) shipped. Still jittered, and at most one early round
+   * per minMs from each source: nothing that keeps waking can spin the daemon. (One budget for
+   * both let a limiter's wake, in the old hot region, hold back the peer's that tells it the hot
+   * spot moved.)
    */
-  wake(): void {
+  wake(by: WakeSource = "limiter"): void {
     if (!this.running) return;
     const now = this.now();
-    if (this.lastWakeMs !== undefined && now - this.lastWakeMs < this.opts.round.minMs) return;
-    this.lastWakeMs = now;
+    const last = this.lastWakeMs.get(by);
+    if (last !== undefined && now - last < this.opts.round.minMs) return;
+    this.lastWakeMs.set(by, now);
     const fastMs = this.fastMs();
     if (this.timer === undefined) {
       this.wakeNext = true; // a round is running: the one after it comes fast
@@ -305,8 +376,34 @@ export class GossipDaemon {
     }
     if (this.timerDueMs - now <= 2 * fastMs) return;
     this.timers.clearTimeout(this.timer);
-    this.deps.metrics?.wakes.inc();
+    this.deps.metrics?.wakes.inc({ by });
     this.arm(fastMs + this.random() * fastMs);
+  }
+
+  /**
+   * A peer's frame changed the map: wake when it calls for a round here. A return of a loan
+   * this region granted frees share to lend; a key whose denials grew somewhere (a region's
+   * demand past its slice) is looked at with this round's counters, and wakes when its targets
+   * would move as much as a fast round's (policy-step.ts wouldMove: nothing is kept). Only while
+   * a wake can take effect, at most PEER_WAKE_LOOKS keys per frame.
+   */
+  private wakeOnPeerShift(changes: readonly { key: string; delta: KeyRecord }[], from: string): void {
+    if (!this.opts.reweighting || !this.mayWake("peer")) return;
+    if (this.peerShift(changes, from)) this.wake("peer");
+  }
+
+  /** Whether one of `changes` calls for an early round (wakeOnPeerShift). */
+  private peerShift(changes: readonly { key: string; delta: KeyRecord }[], from: string): boolean {
+    let looked = 0;
+    for (const { key, delta } of changes) {
+      for (const m of delta.returned.values()) if (m.lender === this.opts.region) return true;
+      if (delta.denied.size === 0 || looked >= PEER_WAKE_LOOKS) continue;
+      looked++;
+      const p = this.policyFor(key);
+      const merged = this.replica.state.get(key);
+      if (p !== undefined && merged !== undefined && this.policy.wouldMove(key, p, merged, from)) return true;
+    }
+    return false;
   }
 
   /** A peer came (back) up: it gets our whole state, since we cannot know what it kept. */
@@ -401,14 +498,21 @@ export class GossipDaemon {
       }
     }
     const keys = new Set<string>();
-    for (const k of await this.deps.store.drainDirty(this.opts.dirtyPerRound)) keys.add(k);
+    for (let budget = this.opts.dirtyPerRound; budget > 0; ) {
+      const ask = Math.min(budget, DRAIN_CALL_MAX);
+      const drained = await this.deps.store.drainDirty(ask);
+      for (const k of drained) keys.add(k);
+      budget -= ask;
+      if (drained.length < ask) break;
+    }
     const sweep = await this.deps.store.sweepKeys(this.sweepCursor, this.opts.sweepPerRound);
     this.sweepCursor = sweep.cursor;
     for (const k of sweep.keys) keys.add(k);
-    for (const k of this.policy.activeKeys()) keys.add(k);
-    const moved = await Promise.all([...keys].map((k) => this.processKey(k)));
+    for (const k of this.policy.roundKeys()) keys.add(k);
+    const moved = await eachLimited([...keys], KEYS_IN_FLIGHT, (k) => this.processKey(k));
     this.sharesMoving = moved.includes(true);
     if (this.sharesMoving) this.deps.metrics?.fastRounds.inc();
+    this.frames.sendLinks();
     this.frames.ship();
     this.rounds++;
     if (this.rounds % this.opts.digestEveryRounds === 0) this.frames.sendDigest();
@@ -447,33 +551,40 @@ export class GossipDaemon {
       this.deps.onError?.(`read ${key}`, err);
       return false;
     }
-    this.mergeBackIfRecovering(key, state);
+    this.mergeBackMissing(key, state);
     this.replica.applyLocal(key, { ok: true, value: await this.durablePart(key, p.policy, state) });
+    // A loan or return no wait covered yet stays in Redis: read it again next round.
+    const undurable = this.durable.pending(key, state.record);
     const merged = this.replica.state.get(key) ?? state.record;
     // Only the rate algorithms follow demand (window algorithms keep static slices).
     const algorithm = p.policy.limit.algorithm;
-    if (algorithm !== "token_bucket" && algorithm !== "gcra") return false;
-    if (!this.opts.reweighting) return false;
-    return this.policy.run(key, p, state, merged);
+    const reweighted = (algorithm === "token_bucket" || algorithm === "gcra") && this.opts.reweighting;
+    if (!reweighted) {
+      this.policy.watchUndurable(key, undurable);
+      return false;
+    }
+    return this.policy.run(key, p, state, merged, undurable);
   }
 
   /**
-   * A region in recovery lost its Redis state (wiped, or failed over) while
-   * this daemon kept running: its map already holds the peers' counters, so
-   * nothing they send changes the map and nothing would be merged back.
-   * While Redis lacks counters the map holds, merge the map's record in.
+   * Redis lacks counter entries the map holds: the region lost its Redis
+   * state (wiped, failed over: recovery) while this daemon kept running, or
+   * the key expired here while idle. Its map already holds the peers'
+   * counters, so nothing they send changes the map, and merges carry only
+   * what changed: merge the map's whole record in. (A key with a merge still
+   * queued gets it first.)
    */
-  private mergeBackIfRecovering(key: string, state: KeyReading): void {
+  private mergeBackMissing(key: string, state: KeyReading): void {
     const known = this.replica.state.get(key);
     if (
-      state.recovering &&
+      !this.pendingMerge.has(key) &&
       known !== undefined &&
       !(
         PNCounter.leq(known.consumed, state.record.consumed) &&
         GCounter.leq(known.denied, state.record.denied)
       )
     ) {
-      this.pendingMerge.add(key);
+      this.queueMerge(key, FULL);
       this.flushMerges();
     }
   }
@@ -501,26 +612,48 @@ export class GossipDaemon {
     return this.durable.durablePart(key, record);
   }
 
-  /** Writes merged remote state into Redis, serialized so merges never interleave with a round's reads. */
+  /** Adds what changed `key` in the map to what its next merge writes into Redis. */
+  private queueMerge(key: string, delta: KeyRecord | typeof FULL): void {
+    const cur = this.pendingMerge.get(key);
+    if (cur === FULL) return;
+    if (cur === undefined || delta === FULL)
+      this.pendingMerge.set(key, delta === FULL ? FULL : KeyRecord.copy(delta));
+    else KeyRecord.mergeInto(cur, delta);
+  }
+
+  /**
+   * Writes merged remote state into Redis, serialized so merges never interleave with a round's
+   * reads: the counter entries that changed (Redis keeps the max of each, so the others need not
+   * travel again), and every loan and return mark the map holds for the key (a loan once held
+   * back from an excluded lender goes in with the next merge). A merge that fails is queued again.
+   */
   private flushMerges(): void {
     // Kept until the policy is known (the round flushes them then).
     if (!this.policyKnown()) return;
     this.mergeInFlight = this.mergeInFlight.then(async () => {
-      const keys = [...this.pendingMerge];
+      const batch = [...this.pendingMerge];
       this.pendingMerge.clear();
-      await Promise.all(
-        keys.map(async (key) => {
-          const p = this.policyFor(key);
-          const record = this.replica.state.get(key);
-          if (!p || !record) return;
-          try {
-            await this.deps.store.mergeRemote(p.policy, this.withoutExcludedLoans(record));
-            this.policy.activate(key, p.tenant, p.resource);
-          } catch (err) {
-            this.deps.onError?.(`merge ${key}`, err);
-          }
-        }),
-      );
+      await eachLimited(batch, KEYS_IN_FLIGHT, async ([key, delta]) => {
+        const p = this.policyFor(key);
+        const record = this.replica.state.get(key);
+        if (!p || !record) return;
+        const toWrite: KeyRecord =
+          delta === FULL
+            ? record
+            : {
+                consumed: delta.consumed,
+                denied: delta.denied,
+                loans: record.loans,
+                returned: record.returned,
+              };
+        try {
+          await this.deps.store.mergeRemote(p.policy, this.withoutExcludedLoans(toWrite));
+          this.policy.activate(key);
+        } catch (err) {
+          this.queueMerge(key, delta);
+          this.deps.onError?.(`merge ${key}`, err);
+        }
+      });
     });
   }
 
@@ -549,6 +682,7 @@ export class GossipDaemon {
       rounds: this.rounds,
       lastRoundMs: this.lastRoundMs,
       activeKeys: this.policy.activeCount,
+      memoryKeys: this.policy.memoryCount,
       knownKeys: this.replica.state.size,
       badFrames: this.frames.badFrames,
       loansGranted: this.policy.loansGranted,

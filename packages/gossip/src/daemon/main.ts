@@ -42,6 +42,7 @@ import { GossipDaemon, type PolicyResolver } from "./daemon.js";
 import { createDaemonMetrics } from "./metrics.js";
 import { watchRecovery } from "./recovery.js";
 import { createRedisDaemonStore } from "./redis-port.js";
+import { quotaInterner } from "./store-port.js";
 import { RolloutStep, rolloutPolicyResolver } from "./rollout-step.js";
 
 export interface RunningGossip {
@@ -101,6 +102,7 @@ export function policyResolver(config: RegionConfig, loaded?: PolicySet): Policy
   const ids = config.regions.map((r) => r.id);
   const policies = loaded ?? loadPolicies(config.policiesPath, ids);
   const cache = new Map<string, ReturnType<PolicyResolver["resolve"]>>();
+  const intern = quotaInterner();
   // Keys come from Redis by their stored names: a policy naming a hashed key is found by its hash.
   const hashPart = keyPartHasher(config);
   return {
@@ -110,10 +112,12 @@ export function policyResolver(config: RegionConfig, loaded?: PolicySet): Policy
       if (hit) return hit;
       const opts = { floorPpm: config.floorPpm, ...(hashPart !== undefined ? { names: { hashPart } } : {}) };
       const policy = resolvePolicy(policies, ids, config.region, tenant, resource, opts);
-      const regions = ids.map((id) => {
-        const p = resolvePolicy(policies, ids, id, tenant, resource, opts);
-        return { region: id, baseShare: p.baseShare, floorShare: p.floorShare };
-      });
+      const regions = intern(
+        ids.map((id) => {
+          const p = resolvePolicy(policies, ids, id, tenant, resource, opts);
+          return { region: id, baseShare: p.baseShare, floorShare: p.floorShare };
+        }),
+      );
       const value = { policy, regions };
       if (cache.size > 100_000) cache.clear();
       cache.set(k, value);

@@ -88,7 +88,7 @@ export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOp
     roundDuration: new Histogram({
       name: "geoquota_gossip_round_duration_seconds",
       help: "Duration of one gossip round (local reads, policy, shipping)",
-      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
     }),
     fastRounds: new Counter({
@@ -98,7 +98,8 @@ export function createDaemonMetrics(registry: Registry, options: DaemonMetricsOp
     }),
     wakes: new Counter({
       name: "geoquota_gossip_wakes_total",
-      help: "Rounds brought forward because the region's limiter started denying a key (demand crossed its slice)",
+      help: "Rounds brought forward: by=limiter, the region's limiter started denying a key (demand crossed its slice); by=peer, a peer's counters moved a key's targets or a loan this region granted came back",
+      labelNames: ["by"] as const,
       registers,
     }),
     bytesIn: new Counter({

@@ -48,7 +48,7 @@ import {
 import { type PolicySet, resolveEffective } from "@geoquota/config";
 import { decodeRolloutFrame, encodeRolloutFrame } from "./rollout-frame.js";
 import { windowChangeMs } from "./window-wait.js";
-import type { PolicyResolver } from "./store-port.js";
+import { type PolicyResolver, quotaInterner } from "./store-port.js";
 
 /** What the rollout needs from the region's Redis (store.ts of @geoquota/rollout; the model in the simulation). */
 export interface RolloutPort {
@@ -424,6 +424,7 @@ export function rolloutPolicyResolver(
   },
 ): EffectiveResolver {
   const cache = new Map<string, ReturnType<EffectiveResolver["resolve"]>>();
+  const intern = quotaInterner();
   let generation = -1;
   const opts = {
     ...(where.floorPpm !== undefined ? { floorPpm: where.floorPpm } : {}),
@@ -441,10 +442,12 @@ export function rolloutPolicyResolver(
       const hit = cache.get(k);
       if (hit) return hit;
       const policy = resolveEffective(sets, where.regions, where.region, tenant, resource, opts);
-      const regions = where.regions.map((id) => {
-        const p = resolveEffective(sets, where.regions, id, tenant, resource, opts);
-        return { region: id, baseShare: p.baseShare, floorShare: p.floorShare };
-      });
+      const regions = intern(
+        where.regions.map((id) => {
+          const p = resolveEffective(sets, where.regions, id, tenant, resource, opts);
+          return { region: id, baseShare: p.baseShare, floorShare: p.floorShare };
+        }),
+      );
       const value = { policy, regions };
       if (cache.size > 100_000) cache.clear();
       cache.set(k, value);

@@ -10,6 +10,22 @@ export interface PolicyResolver {
   resolve(tenant: string, resource: string): { policy: KeyPolicy; regions: readonly RegionQuota[] };
 }
 
+/**
+ * One array per distinct set of region quotas: a resolver's cache holds an entry per key, and a
+ * million keys under a few policies then share a few arrays instead of holding ten objects each.
+ */
+export function quotaInterner(): (quotas: readonly RegionQuota[]) => readonly RegionQuota[] {
+  const seen = new Map<string, readonly RegionQuota[]>();
+  return (quotas) => {
+    const k = quotas.map((q) => `${q.region}:${q.baseShare}:${q.floorShare}`).join("|");
+    const hit = seen.get(k);
+    if (hit !== undefined) return hit;
+    if (seen.size >= 10_000) seen.clear();
+    seen.set(k, quotas);
+    return quotas;
+  };
+}
+
 /** One key as a script read it from this region's Redis (atomically): its share book and record. */
 export interface KeyReading extends ShareBook {
   /**
