@@ -86,7 +86,9 @@ function loansOf(v: unknown): string | undefined {
   const list = (xs: unknown, dir: string, who: string) => {
     if (!Array.isArray(xs)) return;
     for (const x of xs as Record<string, unknown>[])
-      parts.push(`${dir} ${String(x[who])} ${String(x.units)}#${String(x.seq)}@${String(x.expiryUs ?? x.deadlineUs ?? "")}`);
+      parts.push(
+        `${dir} ${String(x[who])} ${String(x.units)}#${String(x.seq)}@${String(x.deadlineUs ?? "")}`,
+      );
   };
   list(l.in, "in", "lender");
   list(l.out, "out", "borrower");
