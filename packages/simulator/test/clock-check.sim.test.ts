@@ -39,7 +39,11 @@ describe("clock check in the simulation (DESIGN §1.2 Checked)", () => {
       if (!(await runModel(stepped(seed, undefined))).ok) failingSeed = seed;
     }
     expect(failingSeed, "the unchecked step was never caught").toBeDefined();
-    const seeds = [failingSeed ?? 1, 2, 3];
+    // Every seed of the search, not three: which seeds break without the check
+    // depends on every protocol detail (the unchecked failures and those of a
+    // check that measures but never excludes fall on different seeds), and a
+    // run costs ~0.3 s.
+    const seeds = new Set([failingSeed ?? 1, ...Array.from({ length: 10 }, (_, i) => i + 1)]);
     for (const seed of seeds) {
       const r = await runModel(stepped(seed, CHECK));
       mustPass(r);

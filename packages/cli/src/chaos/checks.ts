@@ -48,6 +48,8 @@ export interface ShareSumVerdict {
     /** Per region: the middle of its request's client-clock interval, ms, and whether it was recovering. */
     readonly atMsByRegion: readonly number[];
     readonly recovering: readonly boolean[];
+    /** Per region: its view's loans (sampler.ts `loans`). */
+    readonly loans?: readonly (string | undefined)[];
   }>;
 }
 
@@ -137,6 +139,7 @@ export function checkShareSum(
         nowUs: group.map((s) => s.nowUs),
         atMsByRegion: group.map(mid),
         recovering: group.map((s) => s.recovering),
+        loans: group.map((s) => s.loans),
       });
   }
   return {

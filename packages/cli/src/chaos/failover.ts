@@ -37,8 +37,16 @@ async function moveAddress(api: Toxiproxy, region: string, to: RedisServer): Pro
 }
 
 /** Moves the address from `from` (the primary) to `to` (its replica), then promotes `to` once it caught up. */
-async function switchOver(api: Toxiproxy, region: string, from: RedisServer, to: RedisServer): Promise<void> {
+async function switchOver(
+  api: Toxiproxy,
+  region: string,
+  from: RedisServer,
+  to: RedisServer,
+  step: (what: string) => void,
+): Promise<void> {
+  step(`address moving to ${to.port}`);
   await moveAddress(api, region, to);
+  step(`address at ${to.port}`);
   const a = from.client();
   const b = to.client();
   try {
@@ -54,7 +62,9 @@ async function switchOver(api: Toxiproxy, region: string, from: RedisServer, to:
       30_000,
       20,
     );
+    step(`${to.port} caught up`);
     await b.replicaof("NO", "ONE");
+    step(`${to.port} promoted`);
   } finally {
     a.disconnect();
     b.disconnect();
@@ -72,11 +82,14 @@ export async function failOver(
   region: string,
   primary: RedisServer,
   launch: Pick<StartRedisOptions, "binary" | "env">,
+  step: (what: string) => void = () => {},
 ): Promise<FailedOver> {
   const replica = await startReplica(primary, launch);
+  step(`replica ${replica.port} attached`);
   try {
-    await switchOver(api, region, primary, replica);
+    await switchOver(api, region, primary, replica, step);
     await primary.kill();
+    step(`${primary.port} killed`);
   } catch (err) {
     await moveAddress(api, region, primary).catch(() => {});
     await replica.stop();
@@ -84,7 +97,9 @@ export async function failOver(
   }
   return {
     async failBack() {
+      step(`failback: restarting ${primary.port}`);
       await primary.restart();
+      step(`${primary.port} restarted`);
       const back = primary.client();
       const admin = replica.client();
       try {
@@ -97,12 +112,14 @@ export async function failOver(
           30_000,
           50,
         );
+        step(`${primary.port} synced`);
       } finally {
         back.disconnect();
         admin.disconnect();
       }
-      await switchOver(api, region, replica, primary);
+      await switchOver(api, region, replica, primary, step);
       await replica.stop();
+      step(`${replica.port} stopped`);
     },
   };
 }

@@ -106,6 +106,8 @@ export interface Fault {
   readonly redisCutRegion?: string;
   /** A step of that region's Redis clock, ms (and back at the heal): Σ shares ≤ U is not claimed after either. */
   readonly clockStepMs?: number;
+  /** What a multi-step fault did when (client ms of the scenario), for the report: a failover's address moves and promotions. */
+  readonly steps?: { readonly what: string; readonly atMs: number }[];
   inject(): Promise<void>;
   heal(): Promise<void>;
 }
@@ -119,6 +121,8 @@ export interface FaultTarget {
   readonly region: string;
   /** A second region, for faults on one link. */
   readonly peer: string;
+  /** The scenario's clock (client ms from its start), for a fault's steps. */
+  readonly now?: () => number;
 }
 
 function api(cluster: Cluster) {
@@ -336,11 +340,14 @@ export function makeFault(kind: FaultKind, t: FaultTarget): Fault {
     case "failover": {
       const r = regionOf(cluster, region);
       let done: FailedOver | undefined;
+      const steps: { what: string; atMs: number }[] = [];
+      const step = (what: string) => steps.push({ what, atMs: t.now?.() ?? Number.NaN });
       return {
         kind,
         label: `${region}'s Redis failed over to a replica behind its one address, failed back later`,
+        steps,
         inject: async () => {
-          done = await failOver(api(cluster), region, r.redisServer, redisLaunchOf(cluster, region));
+          done = await failOver(api(cluster), region, r.redisServer, redisLaunchOf(cluster, region), step);
         },
         heal: async () => {
           await done?.failBack();

@@ -88,6 +88,8 @@ export interface FaultRecord {
   readonly reconnectedAtMs: number | null;
   /** From the heal until every region's counters reached what any surviving region knew at the heal. */
   readonly convergenceMs: number | null;
+  /** A multi-step fault's steps (faults.ts `Fault.steps`). */
+  readonly steps?: readonly { readonly what: string; readonly atMs: number }[];
 }
 
 export interface ScenarioResult {
@@ -159,7 +161,7 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
   // class apart, so concurrent tasks never touch the same thing.
   const faults = plan.faults.map((f, i) => ({
     plan: f,
-    fault: makeFault(f.kind, { cluster, rng: rng.fork(), id: `f${i}`, region: f.region, peer: f.peer }),
+    fault: makeFault(f.kind, { cluster, rng: rng.fork(), id: `f${i}`, region: f.region, peer: f.peer, now }),
     injectedMs: Number.NaN,
     healStartMs: Number.NaN,
     healedMs: Number.NaN,
@@ -284,6 +286,7 @@ export async function runScenario(o: RunOptions): Promise<ScenarioResult> {
       linksUpMs: m[i]?.linksUpMs ?? null,
       reconnectedAtMs,
       convergenceMs,
+      ...(f.fault.steps ? { steps: f.fault.steps } : {}),
     };
   });
   for (const r of faultRecords) {

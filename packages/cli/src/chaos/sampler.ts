@@ -17,6 +17,8 @@ export interface QuotaSample {
   readonly recovering: boolean;
   /** CRDT counters, `a|replica` admitted, `n|replica` refunded, `d|replica` denied. */
   readonly counters: ReadonlyMap<string, number>;
+  /** The view's loans, compact (`in <lender> <units>#<seq>`, `out …`, `r <lender>=<seq>`), for the report. */
+  readonly loans?: string | undefined;
 }
 
 /** One daemon's state: its Redis ready and every peer's link up? */
@@ -72,7 +74,25 @@ export function parseQuotaView(
     sharePpm: b.share,
     recovering: b.recovering === true,
     counters,
+    loans: loansOf(b.loans),
   };
+}
+
+/** A view's `loans` ({ out: [{borrower, units, seq}], in: [{lender, units, seq}] }) as one short line. */
+function loansOf(v: unknown): string | undefined {
+  if (!v || typeof v !== "object") return undefined;
+  const l = v as { out?: unknown; in?: unknown };
+  const parts: string[] = [];
+  const list = (xs: unknown, dir: string, who: string) => {
+    if (!Array.isArray(xs)) return;
+    for (const x of xs as Record<string, unknown>[])
+      parts.push(
+        `${dir} ${String(x[who])} ${String(x.units)}#${String(x.seq)}@${String(x.deadlineUs ?? "")}`,
+      );
+  };
+  list(l.in, "in", "lender");
+  list(l.out, "out", "borrower");
+  return parts.join(", ");
 }
 
 export class QuotaSampler {

@@ -214,7 +214,7 @@ function shareViolationLines(r: SoakReport): string[] {
       const t = v.atMsByRegion[i] ?? at;
       const offsetMs = (v.nowUs[i] ?? 0) / 1000 - t;
       out.push(
-        `  - ${s.regions[i] ?? `region ${i}`}: ${ppm} ppm at ${(t / 1000).toFixed(3)} s, Redis TIME − client ${offsetMs.toFixed(0)} ms${v.recovering[i] ? ", recovering" : ""}`,
+        `  - ${s.regions[i] ?? `region ${i}`}: ${ppm} ppm at ${(t / 1000).toFixed(3)} s, Redis TIME − client ${offsetMs.toFixed(0)} ms, Redis TIME ${v.nowUs[i] ?? 0} µs${v.recovering[i] ? ", recovering" : ""}${v.loans?.[i] ? `; loans: ${v.loans[i]}` : ""}`,
       );
     });
     const active = s.faults.filter((f) => f.injectedMs <= at && f.healedMs >= at - 5000);
@@ -264,7 +264,7 @@ export function soakMarkdown(r: SoakReport): string {
   const ms = (v: number | null) => (v === null ? "never" : `${Math.round(v)} ms`);
   for (const f of s.faults)
     lines.push(
-      `| ${(f.injectedMs / 1000).toFixed(2)} | ${(f.healedMs / 1000).toFixed(2)} | ${f.label} | ${ms(f.linksUpMs)} | ${ms(f.convergenceMs)} |`,
+      `| ${(f.injectedMs / 1000).toFixed(2)} | ${(f.healedMs / 1000).toFixed(2)} | ${f.label}${f.steps?.length ? ` (${f.steps.map((x) => `${x.what} ${(x.atMs / 1000).toFixed(3)}`).join("; ")})` : ""} | ${ms(f.linksUpMs)} | ${ms(f.convergenceMs)} |`,
     );
   lines.push(
     "",
