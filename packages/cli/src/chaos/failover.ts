@@ -10,6 +10,13 @@
 // its port, synced from the promoted replica), so later faults find the
 // region's Redis where they expect it.
 //
+// Between the address move and the promotion the region's processes reach a
+// replica, which just after a diskless full sync (the failback's) serves its
+// snapshot for up to ~1 s before the stream starts: writes fail there
+// (READONLY) and so do views (lua/inspect.lua refuses on a replica), as in
+// production when a VIP moves before the promotion. `steps` (the soak
+// report's fault timeline) shows each phase's time.
+//
 // Controlled, so nothing is lost: the address moves before the promotion and
 // the promotion waits until the replica holds the primary's whole replication
 // stream (no process writes to the old primary once the address moved). The
