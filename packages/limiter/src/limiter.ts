@@ -161,6 +161,9 @@ const finiteOr = (x: number, fallback: number) => (Number.isFinite(x) ? x : fall
 const setsOf = (p: PolicySet | readonly PolicySet[]): readonly PolicySet[] =>
   Array.isArray(p) ? [...(p as readonly PolicySet[])] : [p as PolicySet];
 
+const sameSets = (a: readonly PolicySet[], b: readonly PolicySet[]): boolean =>
+  a.length === b.length && a.every((s, i) => s === b[i]);
+
 /** Stands in for a key's policy while no policy set was ever received: admits nothing. */
 function noPolicy(tenant: string, resource: string): KeyPolicy {
   return {
@@ -243,7 +246,7 @@ export class Limiter {
   /** HMAC key of the headers' hashed `pk` (headers.ts): the same in every region, never the key hash's own. */
   readonly partitionKeySecret: string;
   /**
-   * Each key resolved once per policy version set (emptied by setPolicies): the same
+   * Each key resolved once per policy version set (emptied by setPolicies when the sets change): the same
    * KeyPolicy object for every check of a key, so the store's per-policy script-argument
    * cache hits and the names are validated and hashed once, not per check.
    */
@@ -338,7 +341,13 @@ export class Limiter {
    * resolveKey in @geoquota/config); subsequent checks use them.
    */
   setPolicies(next: PolicySet | readonly PolicySet[]): void {
-    this.policySets = setsOf(next);
+    const sets = setsOf(next);
+    // A policy set is never changed in place (a new version is a new object), so the same
+    // sets again change nothing: the replicated source hands them over on every read (4 a
+    // second), and emptying the resolved keys each time would re-resolve every hot key and
+    // give the store and the lease pool new KeyPolicy objects (cache misses) four times a second.
+    if (sameSets(sets, this.policySets)) return;
+    this.policySets = sets;
     this.resolvedKeys.clear();
   }
 

@@ -29,7 +29,7 @@ import {
   type SetupDriftChange,
   waitReady,
 } from "@geoquota/redis";
-import { pushProposal, readSnapshot, seedSnapshot } from "@geoquota/rollout";
+import { pushProposal, seedSnapshot, snapshotReader } from "@geoquota/rollout";
 import { monotonicNow } from "./clock.js";
 import { documentOf, ReplicatedPolicies } from "./policy-source.js";
 import type { RegionStore } from "@geoquota/core";
@@ -175,12 +175,13 @@ export async function startRegionService(options: StartRegionOptions): Promise<R
     ...(replicated && policyRedis !== undefined && config.policy !== undefined
       ? {
           policyAdmin: (target: Limiter, fastify: FastifyInstance) => {
+            const readSnapshot = snapshotReader(policyRedis);
             const source = new ReplicatedPolicies({
               region: config.region,
               regionIds: target.regions,
               staleMs: config.policy!.limiterStaleMs,
               read: async () => {
-                const r = await readSnapshot(policyRedis);
+                const r = await readSnapshot();
                 if (r === null) return null;
                 if (!r.ok) throw new Error(r.error);
                 return r.value;

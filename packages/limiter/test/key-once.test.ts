@@ -6,8 +6,10 @@
 // check of the key reads no policy again.
 import type { Decision, KeyPolicy } from "@geoquota/core";
 import { type KeyArgs, keyArgsBuilder } from "@geoquota/redis";
+import { idOf, makeDoc } from "@geoquota/rollout";
 import { describe, expect, it, vi } from "vitest";
 import { Limiter } from "../src/limiter.js";
+import { ReplicatedPolicies, type RolloutView } from "../src/policy-source.js";
 import { testConfig, testPolicies } from "./helpers/config.js";
 import { FakeStore } from "./helpers/fake-store.js";
 
@@ -77,5 +79,55 @@ describe("a key resolved once per check", () => {
       /^geoquota_key_decisions_total\{key_class="default",resource="payments_checkout",result="\w+"\} \d/m,
     );
     expect(text).toContain('geoquota_share_ratio{key_class="cust_ent_9942",resource="payments_checkout"}');
+  });
+});
+
+describe("a key stays resolved while the replicated policy does not change", () => {
+  // The replicated source reads the daemon's snapshot every staleMs / 4 and hands the
+  // limiter the versions in it on every read. Sets that did not change must not empty the
+  // resolved keys: else every hot key is re-resolved four times a second and the store's
+  // argument cache and the lease pool (both keyed by the KeyPolicy object) miss.
+  const view = (capacity: number): RolloutView => {
+    const d = makeDoc({
+      version: capacity === 1000 ? 0 : 1,
+      origin: capacity === 1000 ? "seed" : "us-east",
+      proposedAtMs: 0,
+      policies: { default: { capacity, refillPerSecond: capacity }, policies: [] },
+    });
+    return {
+      target: idOf(d),
+      completed: idOf(d),
+      phase: "stable",
+      growAtUs: null,
+      docs: [d] as RolloutView["docs"],
+      regions: Object.fromEntries(testConfig().regions.map((r) => [r.id, { acked: idOf(d), epoch: 0 }])),
+    };
+  };
+
+  it("polls of an unchanged snapshot keep the KeyPolicy object; a new version replaces it", async () => {
+    const limiter = new Limiter({ store: new FakeStore(), config: testConfig(), policies: testPolicies() });
+    let snapshot = view(1000);
+    const source = new ReplicatedPolicies({
+      region: limiter.region,
+      regionIds: limiter.regions,
+      staleMs: 1000,
+      read: async () => snapshot,
+      push: async () => {},
+      target: limiter,
+      now: () => 0,
+    });
+    await source.poll();
+    const first = limiter.resolve("walk_in_7", "payments_checkout");
+    expect(first.limit.capacity).toBe(1000);
+    for (let i = 0; i < 3; i++) {
+      snapshot = { ...snapshot }; // a fresh read of the same documents
+      await source.poll();
+      expect(limiter.resolve("walk_in_7", "payments_checkout")).toBe(first);
+    }
+    snapshot = view(400);
+    await source.poll();
+    const next = limiter.resolve("walk_in_7", "payments_checkout");
+    expect(next).not.toBe(first);
+    expect(next.limit.capacity).toBe(400);
   });
 });

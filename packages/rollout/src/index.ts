@@ -82,6 +82,7 @@ export {
   readSnapshot,
   readSnapshotRaw,
   SNAPSHOT_KEY,
+  snapshotReader,
   type CertifiedWrite,
   writeSnapshot,
 } from "./store.js";

@@ -11,6 +11,7 @@ import {
   seedSnapshot,
   seedState,
   snapshotOf,
+  snapshotReader,
   writeSnapshot,
 } from "../src/index.js";
 
@@ -58,5 +59,29 @@ describe("the rollout's Redis keys", () => {
       { ok: true, value: { proposalId: "p2" } },
     ]);
     expect(await redis.llen(PROPOSALS_KEY)).toBe(0);
+  });
+
+  it("a poller's reader decodes a snapshot once while its text is unchanged, again when it changes", async () => {
+    const redis = server.client();
+    await redis.flushall();
+    const read = snapshotReader(redis);
+    expect(await read()).toBeNull();
+    const where = { region: "a", regions: ["a", "b"] };
+    await seedSnapshot(redis, { default: { capacity: 5, refillPerSecond: 1 } }, where);
+    const first = await read();
+    expect(first).toMatchObject({ ok: true, value: { target: { version: 0 } } });
+    // Unchanged text: the same decoded value (the limiter's poll, 4 a second, validates nothing again).
+    expect(await read()).toBe(first);
+    expect(await read()).toBe(first);
+    const next = encodeSnapshot(snapshotOf(seedState("a", ["a", "b"], { default: { capacity: 7 } }), 2, 0));
+    await redis.set(SNAPSHOT_KEY, next);
+    const second = await read();
+    expect(second).not.toBe(first);
+    expect(second).toEqual(decodeSnapshot(next));
+    // A bad text is reported as such, not hidden behind the last good one.
+    await redis.set(SNAPSHOT_KEY, "{");
+    expect(await read()).toMatchObject({ ok: false });
+    await redis.del(SNAPSHOT_KEY);
+    expect(await read()).toBeNull();
   });
 });
