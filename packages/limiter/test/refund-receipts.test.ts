@@ -1,7 +1,10 @@
 // Refund receipts without Redis: the signature covers every field, and the
 // paths that make no per-check Redis record (in-process leases) issue none.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
+import { Limiter } from "../src/limiter.js";
 import { ReceiptSigner } from "../src/receipts.js";
+import { testConfig, testPolicies } from "./helpers/config.js";
+import { FakeStore } from "./helpers/fake-store.js";
 import { leasedApp } from "./helpers/leased-mode.js";
 
 const SECRET = "receipt-test-secret-0123456789";
@@ -55,6 +58,29 @@ describe("ReceiptSigner", () => {
     expect(s.verify(r.replace(/^gq1\./, "gq2."))).toBeUndefined();
     for (const junk of ["", "gq1", "gq1..", "gq1.a.b.c", `${r}x`, `${r}.`, "x".repeat(2000)]) {
       expect(s.verify(junk)).toBeUndefined();
+    }
+  });
+});
+
+describe("a decision's receipt is signed when first read", () => {
+  // Signing (HMAC-SHA256 and its encoding) was about a quarter of Limiter.check's Node CPU: a
+  // caller that never reads the receipt (RLS, a library caller that never refunds) must not
+  // pay for it, and one that does gets the same receipt on every read.
+  it("no signature until read; one signature for any number of reads, copies and JSON", async () => {
+    const issue = vi.spyOn(ReceiptSigner.prototype, "issue");
+    try {
+      const limiter = new Limiter({ store: new FakeStore(), config: testConfig(), policies: testPolicies() });
+      const r = await limiter.check("cust_ent_9942", "payments_checkout", 1);
+      expect(r).toMatchObject({ allowed: true, source: "store" });
+      expect(issue).not.toHaveBeenCalled();
+      const receipt = r.refundReceipt;
+      expect(receipt).toMatch(/^gq1\./);
+      expect(r.refundReceipt).toBe(receipt);
+      expect({ ...r }.refundReceipt).toBe(receipt);
+      expect(JSON.parse(JSON.stringify(r)).refundReceipt).toBe(receipt);
+      expect(issue).toHaveBeenCalledTimes(1);
+    } finally {
+      issue.mockRestore();
     }
   });
 });
